@@ -1,0 +1,108 @@
+#!/bin/bash
+# Out-of-tree build of the modules the series changes or adds, compiled from
+# the patched tree (build/linux) against a distro kernel's headers.
+#
+# usage: scripts/oot.sh [make args...]
+#   KDIR=...   kernel build dir to build against (default: Debian's 7.3
+#              headers from `make fetch`, made usable on bookworm first)
+#   OOT_W=1    pass W=1; OOT_C=1 run sparse (C=1) on what is rebuilt
+# Output: build/oot/out/**/*.ko and build/oot/modules.list
+set -eu
+
+top=$(cd "$(dirname "$0")/.." && pwd)
+build=$top/build
+tree=$build/linux
+oot=$build/oot
+[ -f "$tree/Makefile" ] || { echo "oot: no tree at $tree: run make tree" >&2; exit 1; }
+
+# Debian's headers need three changes to build modules here (pipeline.md):
+# absolute /usr/src paths, host tools linked against glibc 2.38 (bookworm
+# has 2.36), and gcc-14-only flags. Make a private, fixed copy once.
+prepare_debian_kdir() {
+	. "$build/versions.mk"
+	local kdir=$oot/kdir-$KREL
+	local hdr=$build/deb-root/usr/src/linux-headers-$KREL
+	local common=$build/deb-root/usr/src/linux-headers-$KABI-common
+	local kbuild=$build/deb-root/usr/lib/linux-kbuild-$KABI
+	if [ -f "$kdir/.prepared" ]; then
+		echo "$kdir"
+		return
+	fi
+	rm -rf "$kdir" "$oot/hosttools"
+	mkdir -p "$oot"
+	cp -a "$hdr" "$kdir"
+	rm "$kdir/scripts" "$kdir/tools"
+	cp -a "$kbuild/scripts" "$kbuild/tools" "$kdir/"
+	cat > "$kdir/Makefile" <<-MK
+	KBUILD_OUTPUT=$kdir
+	include $common/Makefile
+	MK
+	# The host tools, rebuilt from the pristine 7.3 source with the same
+	# config, replace the package's binaries.
+	mkdir -p "$oot/hosttools"
+	cp "$hdr/.config" "$oot/hosttools/.config"
+	make -s -C "$build/linux-src" O="$oot/hosttools" olddefconfig >&2
+	make -s -C "$build/linux-src" O="$oot/hosttools" -j"$(nproc)" \
+		KBUILD_MODPOST_WARN=1 modules_prepare >&2
+	local f
+	for f in $(cd "$kdir" && find scripts tools certs -type f 2>/dev/null); do
+		[ -f "$oot/hosttools/$f" ] || continue
+		file -b "$kdir/$f" | grep -q '^ELF' || continue
+		cp "$oot/hosttools/$f" "$kdir/$f"
+	done
+	# Debian's wrappers pick modpost.real-*/objtool.real-* by target: ours
+	# are native, so the wrapper names now hold the real tools.
+	touch "$kdir/.prepared"
+	echo "$kdir"
+}
+
+if [ -n "${KDIR:-}" ]; then
+	kdir=$KDIR
+	extra=()
+else
+	kdir=$(prepare_debian_kdir)
+	extra=(CC=gcc HOSTCC=gcc
+	       CONFIG_CC_HAS_MIN_FUNCTION_ALIGNMENT=
+	       CONFIG_DEBUG_INFO_BTF_MODULES=)
+fi
+
+# Headers the series changes or adds must win over the headers package's:
+# stage each one (and nothing else) in a directory searched first.
+inc=$oot/include
+rm -rf "$inc"
+mkdir -p "$inc/std" "$inc/uapi"
+changed=$(git -C "$tree" diff --name-only --diff-filter=AMR v7.3-base -- include/ arch/x86/include/ 2>/dev/null || true)
+changed="$changed $(git -C "$tree" ls-files --others --exclude-standard -- include/ 2>/dev/null || true)"
+for f in $changed; do
+	case $f in
+	include/uapi/*) d=$inc/uapi/${f#include/uapi/} ;;
+	include/*) d=$inc/std/${f#include/} ;;
+	*) echo "oot: warning: $f changed; arch headers are not staged" >&2; continue ;;
+	esac
+	mkdir -p "$(dirname "$d")"
+	ln -sf "$tree/$f" "$d"
+done
+
+# Anything the series changes outside what we build here reaches only the
+# in-tree kernel: say so rather than test a half-patched stack.
+outside=$(git -C "$tree" diff --name-only v7.3-base -- . \
+	':!include/' ':!drivers/infiniband/' ':!drivers/dma-buf/dmabuf_mock*' \
+	':!Documentation/' ':!tools/' ':!MAINTAINERS' ':!**/Kconfig' \
+	':!**/Makefile' ':!**/.kunitconfig' 2>/dev/null || true)
+for f in $outside; do
+	echo "oot: warning: $f is changed by the series but built into the kernel: only the in-tree kernel has it" >&2
+done
+
+# Trace headers name themselves by a path relative to include/trace/
+# (TRACE_INCLUDE_PATH ../../drivers/infiniband/core): searched last, this
+# resolves them in the patched tree instead of the headers package.
+trace_inc="-idirafter $tree/include/trace"
+
+flags=()
+[ "${OOT_W:-0}" = 1 ] && flags+=(W=1)
+[ "${OOT_C:-0}" = 1 ] && flags+=(C=1)
+mkdir -p "$oot/out"
+make -C "$kdir" M="$top" MO="$oot/out" -j"$(nproc)" "${extra[@]}" \
+	NOSTDINC_FLAGS="-I$inc/std -I$inc/uapi $trace_inc" "${flags[@]}" "$@" modules
+(cd "$oot/out" && find . -name '*.ko' | sort) > "$oot/modules.list"
+echo "oot: $(wc -l < "$oot/modules.list") modules in $oot/out (against $kdir)"

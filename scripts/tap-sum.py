@@ -1,0 +1,47 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-2.0
+"""Sum TAP results: top-level "ok"/"not ok" lines of each file given.
+
+A "# SKIP" directive counts as skipped, "# XFAIL" as passed. Nested
+(indented or "# "-prefixed) lines are the subtests of a kselftest or KUnit
+suite and are already summed in their parent line. A file whose plan
+("1..N") promises more results than it holds counts the missing ones as
+failed, so a run that died half-way cannot pass.
+
+usage: tap-sum.py FILE...   prints "N passed, N failed[, N skipped]"
+"""
+import re
+import sys
+
+passed = failed = skipped = 0
+for path in sys.argv[1:]:
+    plan = None
+    seen = 0
+    with open(path, errors="replace") as f:
+        for line in f:
+            line = line.rstrip("\n")
+            m = re.match(r"^1\.\.(\d+)", line)
+            if m and plan is None:
+                plan = int(m.group(1))
+                continue
+            m = re.match(r"^(not ok|ok)\b(.*)$", line)
+            if not m:
+                continue
+            seen += 1
+            directive = m.group(2).split("#", 1)[1].strip().upper() \
+                if "#" in m.group(2) else ""
+            if directive.startswith("SKIP"):
+                skipped += 1
+            elif m.group(1) == "ok" or directive.startswith("XFAIL"):
+                passed += 1
+            else:
+                failed += 1
+    if plan is not None and seen < plan:
+        print(f"tap-sum: {path}: plan 1..{plan}, {seen} results",
+              file=sys.stderr)
+        failed += plan - seen
+line = f"{passed} passed, {failed} failed"
+if skipped:
+    line += f", {skipped} skipped"
+print(line)
+sys.exit(1 if failed else 0)

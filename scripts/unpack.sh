@@ -1,0 +1,32 @@
+#!/bin/bash
+# Unpack what scripts/fetch.sh downloaded:
+#   build/deb-root/   the prebuilt image, modules, headers and kbuild (dpkg -x)
+#   build/linux-src/  pristine v7.3 source tarball contents (read-only reference)
+# Idempotent: a stamp holding the versions file's hash skips the work.
+#
+# usage: scripts/unpack.sh [BUILD_DIR]
+set -eu
+
+BUILD=${1:-$(cd "$(dirname "$0")/.." && pwd)/build}
+. "$BUILD/versions.mk"
+stamp=$BUILD/.unpacked
+want=$(sha256sum "$BUILD/versions" | cut -d' ' -f1)
+if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
+	exit 0
+fi
+
+rm -rf "$BUILD/deb-root" "$BUILD/linux-src"
+mkdir -p "$BUILD/deb-root" "$BUILD/linux-src"
+for deb in "$BUILD"/debs/*_"$SRCVER"_*.deb; do
+	case $deb in */linux-source-*) continue ;; esac
+	dpkg -x "$deb" "$BUILD/deb-root"
+done
+# Debian ships no modules.dep (pipeline.md).
+depmod -b "$BUILD/deb-root/usr" "$KREL" 2>/dev/null ||
+	depmod -b "$BUILD/deb-root" "$KREL"
+
+dpkg-deb --fsys-tarfile "$BUILD"/debs/linux-source-7.3_"$SRCVER"_all.deb |
+	tar -xO ./usr/src/linux-source-7.3.tar.xz |
+	tar -xJ -C "$BUILD/linux-src" --strip-components=1
+echo "$want" > "$stamp"
+echo "unpack: $BUILD/linux-src ($(make -s -C "$BUILD/linux-src" kernelversion)), $BUILD/deb-root ($KREL)"

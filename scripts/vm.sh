@@ -1,0 +1,163 @@
+#!/bin/bash
+# Boot a kernel under QEMU with the host root as a read-only 9p root (tmpfs
+# overlay on top), run a command inside, stream its output, and fail on a
+# guest splat, a timeout or a non-zero exit.
+#
+# usage: scripts/vm.sh [-k debian|base|debug] [-t SECONDS] [-n NAME] -- CMD...
+#   -k debian  Debian's prebuilt 7.3 kernel + modules, our out-of-tree
+#              modules (build/oot) installed over the stock ones (default)
+#   -k base    the in-tree kernel (make kernel), all modules from the tree
+#   -k debug   the in-tree debug kernel (make kernel-debug)
+#   -t         timeout in seconds for the whole run (default 900)
+#   -n         name of the run: output in build/vm/NAME/ (default: kernel)
+# Environment: ACCEL=auto|kvm|tcg (auto: try KVM once, fall back to TCG),
+#   VM_MEM (default 2G), VM_CPUS (default 2).
+# The command runs as root in the guest, in build/vm/NAME, with the host's
+# programs; its output goes to stdout and build/vm/NAME/out.log, the kernel
+# log to build/vm/NAME/console.log.
+set -eu
+
+top=$(cd "$(dirname "$0")/.." && pwd)
+build=$top/build
+kind=debian timeout=900 name=
+while getopts k:t:n: o; do
+	case $o in
+	k) kind=$OPTARG ;;
+	t) timeout=$OPTARG ;;
+	n) name=$OPTARG ;;
+	*) sed -n '2,/^set -eu/p' "$0" | sed '$d' >&2; exit 2 ;;
+	esac
+done
+shift $((OPTIND - 1))
+[ "${1:-}" = -- ] && shift
+[ $# -gt 0 ] || { echo "vm: no command given" >&2; exit 2; }
+name=${name:-$kind}
+run=$build/vm/$name
+root=$run/root
+
+case $kind in
+debian)
+	. "$build/versions.mk"
+	kver=$KREL
+	image=$build/deb-root/usr/lib/modules/$kver/vmlinuz
+	mods=$build/deb-root/usr/lib/modules/$kver
+	;;
+base|debug)
+	kb=$build/kbuild-$kind
+	[ -f "$kb/include/config/kernel.release" ] ||
+		{ echo "vm: no $kind kernel: run make kernel${kind#base}" >&2; exit 1; }
+	kver=$(cat "$kb/include/config/kernel.release")
+	image=$kb/arch/x86/boot/bzImage
+	mods=$kb/mod-root/lib/modules/$kver
+	;;
+*) echo "vm: unknown kernel $kind" >&2; exit 2 ;;
+esac
+[ -f "$image" ] || { echo "vm: no kernel image $image" >&2; exit 1; }
+
+# Modules: a hard-linked copy of the kernel's, plus (Debian kernel) ours in
+# updates/, which depmod ranks above the stock ones.
+rm -rf "$run"
+mkdir -p "$root/lib/modules"
+cp -al "$mods" "$root/lib/modules/$kver" 2>/dev/null ||
+	cp -a "$mods" "$root/lib/modules/$kver"
+rm -f "$root/lib/modules/$kver/build" "$root/lib/modules/$kver/source"
+if [ "$kind" = debian ] && [ -s "$build/oot/modules.list" ]; then
+	mkdir -p "$root/lib/modules/$kver/updates"
+	while read -r ko; do
+		cp "$build/oot/out/$ko" "$root/lib/modules/$kver/updates/"
+	done < "$build/oot/modules.list"
+fi
+depmod -b "$root" "$kver"
+
+# Stage-1 initramfs: busybox plus the modules the 9p root needs (built in
+# for our kernels; modules in Debian's), decompressed for busybox insmod.
+ird=$run/initramfs
+mkdir -p "$ird/bin" "$ird/modules" "$ird/proc" "$ird/sys" "$ird/dev"
+cp /bin/busybox "$ird/bin/busybox"
+cp "$top/scripts/vm/stage1-init" "$ird/init"
+: > "$ird/modules.order"
+for line in $(modprobe -d "$root" -S "$kver" --show-depends -a \
+		virtio_pci 9pnet_virtio 9p overlay 2>/dev/null |
+	      sed -n 's/^insmod //p' | awk '{print $1}'); do
+	base=$(basename "$line")
+	case $base in
+	*.xz) xz -dc "$line" > "$ird/modules/${base%.xz}"; base=${base%.xz} ;;
+	*.zst) zstd -qdc "$line" > "$ird/modules/${base%.zst}"; base=${base%.zst} ;;
+	*) cp "$line" "$ird/modules/$base" ;;
+	esac
+	grep -qx "$base" "$ird/modules.order" || echo "$base" >> "$ird/modules.order"
+done
+(cd "$ird" && find . | cpio -o -H newc --quiet | gzip -1) > "$run/initramfs.cpio.gz"
+
+printf '%s\n' "$*" > "$run/cmd"
+
+qemu=(qemu-system-x86_64 -nodefaults -display none -no-reboot
+      -m "${VM_MEM:-2G}" -smp "${VM_CPUS:-2}"
+      -kernel "$image" -initrd "$run/initramfs.cpio.gz"
+      -fsdev "local,id=hostroot,path=/,security_model=none,readonly=on,multidevs=remap"
+      -device virtio-9p-pci,fsdev=hostroot,mount_tag=hostroot
+      -device virtio-rng-pci
+      -serial "file:$run/console.log"
+      -device virtio-serial-pci
+      -chardev "file,id=out,path=$run/out.log"
+      -device virtconsole,chardev=out)
+cmdline="console=ttyS0 panic=-1 oops=panic panic_on_warn=0 rdinit=/init \
+revoke.init=$top/scripts/vm/guest-init revoke.dir=$run"
+
+# KVM here exists but cannot run a guest (pipeline.md): probe once, then
+# remember the answer for this build directory.
+accel=${ACCEL:-auto}
+if [ "$accel" = auto ]; then
+	if [ -f "$build/vm/accel" ]; then
+		accel=$(cat "$build/vm/accel")
+	else
+		accel=tcg
+		if [ -w /dev/kvm ] &&
+		   timeout 60 "${qemu[@]}" -accel kvm -cpu host \
+			-append "$cmdline revoke.probe=1" >/dev/null 2>&1 &&
+		   grep -q REVOKE-PROBE-OK "$run/console.log"; then
+			accel=kvm
+		fi
+		echo "$accel" > "$build/vm/accel"
+		: > "$run/console.log"
+	fi
+fi
+case $accel in
+kvm) qemu+=(-accel kvm -cpu host) ;;
+tcg) qemu+=(-accel tcg,thread=single) ;;
+*) echo "vm: ACCEL must be auto, kvm or tcg" >&2; exit 2 ;;
+esac
+
+echo "vm: $kind kernel $kver, accel $accel, timeout ${timeout}s, run in $run" >&2
+: > "$run/out.log"
+start=$(date +%s)
+timeout -k 10 "$timeout" "${qemu[@]}" -append "$cmdline" \
+	> "$run/qemu.log" 2>&1 &
+qpid=$!
+tail -n +1 --pid=$qpid -f "$run/out.log" | grep -av '^REVOKE-VM-EXIT ' || true
+set +e
+wait $qpid
+qrc=$?
+set -e
+secs=$(( $(date +%s) - start ))
+
+fail=
+rc=$(sed -n 's/^REVOKE-VM-EXIT \([0-9]*\).*/\1/p' "$run/out.log" | tail -n1)
+if [ "$qrc" = 124 ] || [ "$qrc" = 137 ]; then
+	fail="timed out after ${timeout}s"
+elif [ -z "$rc" ]; then
+	fail="guest ended without reporting (qemu exit $qrc)"
+elif [ "$rc" != 0 ]; then
+	fail="command exited $rc"
+fi
+splat='BUG:|WARNING:|KASAN|UBSAN|possible circular locking|possible recursive locking|inconsistent lock state|Call Trace|Kernel panic|Oops|general protection fault|kernel BUG|unreferenced object'
+if grep -aEq "$splat" "$run/console.log"; then
+	fail="${fail:+$fail; }kernel splat in the guest log"
+fi
+if [ -n "$fail" ]; then
+	echo "vm: FAILED: $fail ($secs s); guest kernel log (last 150 lines):" >&2
+	tail -n 150 "$run/console.log" >&2
+	[ -s "$run/qemu.log" ] && { echo "vm: qemu said:" >&2; cat "$run/qemu.log" >&2; }
+	exit 1
+fi
+echo "vm: ok ($secs s)" >&2
