@@ -19,6 +19,7 @@ usage: series.py tree   [--repo R] [--tree T] [--base-src S] [--force]
 """
 
 import argparse
+import hashlib
 import os
 import re
 import shutil
@@ -170,13 +171,36 @@ def apply_entry(repo, tree, patch, files):
             input=message)
 
 
+def series_digest(repo):
+    """A hash of everything the series is made of, to skip a rebuild."""
+    h = hashlib.sha256()
+    entries = read_series(repo)
+    names = ["patches/series"] + [f"patches/{p}" for p, _ in entries]
+    names += [f for _, files in entries for f in files]
+    for name in names:
+        h.update(name.encode() + b"\0")
+        path = os.path.join(repo, name)
+        if os.path.exists(path):
+            with open(path, "rb") as f:
+                h.update(f.read())
+            h.update(b"x" if os.access(path, os.X_OK) else b"-")
+    return h.hexdigest()
+
+
 def cmd_tree(a):
     make_base(a.tree, a.base_src)
     head = git(a.tree, "rev-parse", "HEAD").strip()
+    digest = series_digest(a.repo)
+    dpath = os.path.join(a.tree, ".git", "series-digest")
+    known_digest = ""
+    if os.path.exists(dpath):
+        with open(dpath) as f:
+            known_digest = f.read().strip()
     if not a.force:
-        if git(a.tree, "status", "--porcelain", "--untracked-files=no"):
-            die(f"{a.tree} has uncommitted changes: commit and "
-                "`make export`, or FORCE=1 to discard them")
+        # Untracked files count: `git clean` below would delete them.
+        if git(a.tree, "status", "--porcelain"):
+            die(f"{a.tree} has uncommitted changes or untracked files: "
+                "commit and `make export`, or FORCE=1 to discard them")
         known = ""
         if os.path.exists(stamp_path(a.tree)):
             with open(stamp_path(a.tree)) as f:
@@ -185,6 +209,11 @@ def cmd_tree(a):
             die(f"{a.tree} has commits that were not exported "
                 f"(HEAD {head[:12]}, last tree/export {known[:12]}): "
                 "`make export` first, or FORCE=1 to discard them")
+        # Nothing changed since the last tree: leave the files (and the
+        # kernel builds' timestamps) alone.
+        if known == head and known_digest == digest:
+            print(f"series: {a.tree} is up to date, HEAD {head[:12]}")
+            return
     git(a.tree, "checkout", "-q", "-f", "-B", BRANCH, BASE_TAG)
     git(a.tree, "clean", "-q", "-fd")
     entries = read_series(a.repo)
@@ -193,6 +222,8 @@ def cmd_tree(a):
     head = git(a.tree, "rev-parse", "HEAD").strip()
     with open(stamp_path(a.tree), "w") as f:
         f.write(head + "\n")
+    with open(dpath, "w") as f:
+        f.write(digest + "\n")
     print(f"series: {a.tree}: {BASE_TAG} + {len(entries)} commits, "
           f"HEAD {head[:12]}")
 
@@ -280,6 +311,8 @@ def cmd_export(a):
     head = git(a.tree, "rev-parse", "HEAD").strip()
     with open(stamp_path(a.tree), "w") as f:
         f.write(head + "\n")
+    with open(os.path.join(a.tree, ".git", "series-digest"), "w") as f:
+        f.write(series_digest(a.repo) + "\n")
     print(f"series: exported {len(commits)} commits to {pdir}")
 
 

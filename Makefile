@@ -1,0 +1,86 @@
+# SPDX-License-Identifier: GPL-2.0
+# Pinned-but-revocable dma-buf MRs for RDMA: harness. `make help` lists the
+# targets. Everything lands in build/ (ignored by git).
+#
+# This file is the harness. The out-of-tree module build reads ./Kbuild
+# (kbuild prefers it over this Makefile when called with M=).
+
+SHELL := /bin/bash
+TOP := $(CURDIR)
+B := $(TOP)/build
+KSELFTEST_TARGETS ?= rdma
+export KSELFTEST_TARGETS
+
+.PHONY: help deps fetch tree export series modules kernel kernel-debug \
+	kselftest demo vm test check clean
+
+help:
+	@sed -n 's/^## //p' $(MAKEFILE_LIST)
+
+## deps          install the host packages (bookworm; needs root)
+deps:
+	scripts/deps.sh
+
+## fetch         download Linux 7.3 (source, image, headers) from Debian
+fetch: $(B)/.unpacked
+$(B)/.unpacked: scripts/fetch.sh scripts/unpack.sh
+	scripts/fetch.sh $(B)
+	scripts/unpack.sh $(B)
+
+## tree          build/linux: v7.3 + patches/series as git commits
+##               (refuses to drop unexported work; FORCE=1 drops it)
+tree: $(B)/.unpacked
+	python3 scripts/series.py tree $(if $(FORCE),--force)
+
+## export        write build/linux's commits back to patches/ + new files
+export:
+	python3 scripts/series.py export
+
+## series        build/series: cover letter + patches, checkpatch, git am
+series: tree
+	scripts/series-check.sh
+
+## modules       out-of-tree build of our modules against Debian's headers
+##               (KDIR=... for another kernel; W=1 / C=1 via OOT_W, OOT_C)
+modules: tree
+	scripts/oot.sh
+
+## kernel        in-tree kernel, small config (configs/base+rdma)
+kernel: tree
+	scripts/kernel.sh base
+
+## kernel-debug  in-tree kernel with KASAN, lockdep, kmemleak, KUnit, ...
+kernel-debug: tree
+	scripts/kernel.sh debug
+
+## kselftest     install the selftests ($KSELFTEST_TARGETS) in build/kselftest
+kselftest: tree
+	rm -rf $(B)/kselftest $(B)/kselftest-build
+	$(MAKE) -s -C $(B)/linux/tools/testing/selftests \
+		TARGETS="$(KSELFTEST_TARGETS)" O=$(B)/kselftest-build \
+		INSTALL_PATH=$(B)/kselftest install >/dev/null
+
+## demo          boot Debian's 7.3 in QEMU with our modules, RDMA over rxe
+demo: modules
+	scripts/vm.sh -n demo -t 600 -- $(TOP)/scripts/vm/demo.sh
+
+## vm            boot a guest and run CMD (KERNEL=debian|base|debug)
+vm:
+	scripts/vm.sh -k $(or $(KERNEL),debian) -t 1800 -- $(or $(CMD),true)
+
+## test          everything CI runs: host tests, builds, guest runs, totals
+test: deps-check tree
+	scripts/test.sh
+
+## check         host-only tests (series round trip, checkpatch, git am)
+check: tree
+	scripts/test.sh series
+
+.PHONY: deps-check
+deps-check:
+	@scripts/deps.sh --check
+
+## clean         remove build outputs (keeps downloads and the ccache)
+clean:
+	rm -rf $(B)/oot $(B)/kbuild-* $(B)/vm $(B)/results $(B)/series \
+		$(B)/kselftest $(B)/kselftest-build

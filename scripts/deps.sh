@@ -1,0 +1,27 @@
+#!/bin/bash
+# Host packages the harness needs, from the host's own suite (bookworm):
+# never from trixie, which would pull a newer libc (pipeline.md).
+#
+# usage: scripts/deps.sh [--check]   (--check: only report what is missing)
+set -eu
+
+pkgs=(qemu-system-x86 qemu-utils ccache dwarves rdma-core ibverbs-utils
+      ibverbs-providers rdmacm-utils perftest busybox-static flex bison
+      libelf-dev libssl-dev bc cpio kmod iputils-ping iproute2 sparse
+      libibverbs-dev librdmacm-dev xz-utils zstd gcc make git python3 file
+      gzip rsync)
+missing=()
+for p in "${pkgs[@]}"; do
+	dpkg-query -W -f='${Status}\n' "$p" 2>/dev/null | grep -q 'install ok installed' ||
+		missing+=("$p")
+done
+if [ ${#missing[@]} = 0 ]; then
+	exit 0
+fi
+if [ "${1:-}" = --check ]; then
+	echo "deps: missing host packages: ${missing[*]} (run make deps as root)" >&2
+	exit 1
+fi
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends "${missing[@]}"

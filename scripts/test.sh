@@ -1,0 +1,104 @@
+#!/bin/bash
+# The project's test command (`make test`, run by .ci/run): host tests, the
+# builds, and the guest runs, each as TAP in build/results/, then one line
+# "N passed, N failed" summed over all of them. Keeps going after a failure
+# so that one run shows everything that is broken; exits 1 if anything
+# failed.
+#
+# usage: scripts/test.sh [STEP...]   (default: all steps, in order)
+#   steps: series oot kselftest kernels guest-debian guest-base guest-debug
+set -u
+
+top=$(cd "$(dirname "$0")/.." && pwd)
+res=$top/build/results
+mkdir -p "$res"
+steps=${*:-series oot kselftest kernels guest-debian guest-base guest-debug}
+export KSELFTEST_TARGETS=${KSELFTEST_TARGETS:-rdma}
+log() { printf '\n### %s\n' "$*"; }
+
+# One TAP file for a command: "ok 1 NAME" or "not ok 1 NAME" with the tail
+# of its log.
+single() {
+	local file=$1 name=$2
+	shift 2
+	local start=$(date +%s)
+	"$@" > "$res/$file.log" 2>&1
+	local rc=$?
+	local secs=$(( $(date +%s) - start ))
+	{
+		echo "TAP version 13"
+		echo "1..1"
+		if [ $rc = 0 ]; then
+			echo "ok 1 $name (${secs}s)"
+		else
+			echo "not ok 1 $name (exit $rc, ${secs}s)"
+			tail -n 40 "$res/$file.log" | sed 's/^/# /'
+		fi
+	} > "$res/$file.tap"
+	cat "$res/$file.tap"
+	return $rc
+}
+
+# A guest run: the kselftest runner's TAP goes to NAME.tap, and the run
+# itself (booted, no splat, no timeout, command exit 0) is one more result.
+guest() {
+	local kind=$1 name=guest-$1
+	local targets=$KSELFTEST_TARGETS
+	local cmd="modprobe -a ib_core ib_uverbs rdma_ucm rdma_rxe && cd $top/build/kselftest && ./run_kselftest.sh -o 300"
+	for t in $targets; do cmd="$cmd -c $t"; done
+	if [ ! -x "$top/build/kselftest/run_kselftest.sh" ]; then
+		single "$name" "guest $kind: kselftests installed" false
+		return
+	fi
+	single "$name-vm" "guest $kind: boots, runs, no splat, no timeout" \
+		"$top/scripts/vm.sh" -k "$kind" -n "$name" -t "${VM_TIMEOUT:-1500}" -- "$cmd"
+	grep -aE '^(TAP version|1\.\.|ok |not ok )' "$top/build/vm/$name/out.log" \
+		> "$res/$name.tap" 2>/dev/null || true
+	if [ ! -s "$res/$name.tap" ]; then
+		printf 'TAP version 13\n1..1\nnot ok 1 guest %s: no kselftest output\n' "$kind" > "$res/$name.tap"
+	fi
+	grep -v '^TAP' "$res/$name.tap" | sed "s/^/  [$kind] /"
+}
+
+rm -f "$res"/*.tap
+for step in $steps; do
+	case $step in
+	series)
+		log "host: series round trip and mail series"
+		"$top/scripts/test-series.sh" > "$res/series-roundtrip.tap" 2> "$res/series-roundtrip.log"
+		cat "$res/series-roundtrip.tap"
+		"$top/scripts/series-check.sh" > "$res/series-check.tap" 2> "$res/series-check.log"
+		cat "$res/series-check.tap"
+		;;
+	oot)
+		log "build: out-of-tree modules against Debian's 7.3 headers"
+		single build-oot "build: out-of-tree modules" "$top/scripts/oot.sh"
+		;;
+	kernels)
+		log "build: in-tree kernels"
+		single build-base "build: in-tree base kernel" "$top/scripts/kernel.sh" base
+		single build-debug "build: in-tree debug kernel" "$top/scripts/kernel.sh" debug
+		;;
+	kselftest)
+		log "build: kselftests ($KSELFTEST_TARGETS) from the patched tree"
+		single build-kselftest "build: kselftests" make -s -C "$top" kselftest
+		;;
+	guest-debian)
+		log "guest: Debian 7.3 kernel + our out-of-tree modules"
+		guest debian ;;
+	guest-base)
+		log "guest: in-tree base kernel"
+		guest base ;;
+	guest-debug)
+		log "guest: in-tree debug kernel (KASAN, lockdep, kmemleak, ...)"
+		guest debug ;;
+	*) echo "test: unknown step $step" >&2; exit 2 ;;
+	esac
+done
+
+log "totals"
+files=$(ls "$res"/*.tap)
+for f in $files; do
+	printf '  %-28s %s\n' "$(basename "$f" .tap)" "$(python3 "$top/scripts/tap-sum.py" "$f" 2>/dev/null)"
+done
+python3 "$top/scripts/tap-sum.py" $files

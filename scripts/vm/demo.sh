@@ -1,0 +1,51 @@
+#!/bin/bash
+# Runs in the guest (make demo): two soft-RoCE devices in two network
+# namespaces joined by a veth pair, RDMA traffic between them through the
+# modules this project builds. The guest has no network device to the
+# outside (QEMU -nodefaults, no -netdev): these addresses never leave it.
+set -eu
+
+say() { printf '\n== %s\n' "$*"; }
+
+say "kernel $(uname -r); RDMA modules loaded from:"
+modprobe -a rdma_rxe ib_uverbs rdma_ucm
+for m in ib_core ib_uverbs rdma_ucm rdma_rxe; do
+	printf '  %-10s %s\n' "$m" "$(modinfo -n "$m")"
+done
+
+say "two namespaces, a veth pair, an rxe device on each end"
+ip netns add ra
+ip netns add rb
+ip link add rva type veth peer name rvb
+ip link set rva netns ra
+ip link set rvb netns rb
+ip -n ra addr add 198.18.0.1/24 dev rva
+ip -n rb addr add 198.18.0.2/24 dev rvb
+ip -n ra link set rva up
+ip -n rb link set rvb up
+ip -n ra link set lo up
+ip -n rb link set lo up
+ip netns exec ra rdma link add rxa type rxe netdev rva
+ip netns exec rb rdma link add rxb type rxe netdev rvb
+rdma link show
+ibv_devices
+
+say "ibv_rc_pingpong rxa <-> rxb, RC SEND/RECV, contents checked (-c)"
+ip netns exec ra ibv_rc_pingpong -d rxa -g 1 -n 100 -s 4096 -c > /tmp/server.log 2>&1 &
+srv=$!
+sleep 2
+ip netns exec rb ibv_rc_pingpong -d rxb -g 1 -n 100 -s 4096 -c 198.18.0.1
+wait $srv
+cat /tmp/server.log
+
+say "rping: RDMA READ and WRITE through rdma_cm, payload shown"
+ip netns exec ra rping -s -a 198.18.0.1 -C 3 > /dev/null 2>&1 &
+srv=$!
+sleep 2
+ip netns exec rb rping -c -a 198.18.0.1 -C 3 -v -S 40
+wait $srv
+
+say "counters on rxb: $(ip netns exec rb rdma statistic show link rxb/1 | grep -oE 'sent_pkts [0-9]+|rcvd_pkts [0-9]+' | paste -sd' ')"
+ip netns exec ra rdma link del rxa
+ip netns exec rb rdma link del rxb
+say "demo done"
