@@ -8,7 +8,7 @@
 SHELL := /bin/bash
 TOP := $(CURDIR)
 B := $(TOP)/build
-KSELFTEST_TARGETS ?= rdma
+KSELFTEST_TARGETS ?= rdma drivers/dma-buf
 export KSELFTEST_TARGETS
 
 .PHONY: help deps fetch tree export series modules kernel kernel-debug \

@@ -98,11 +98,19 @@ done
 # resolves them in the patched tree instead of the headers package.
 trace_inc="-idirafter $tree/include/trace"
 
+# Symbols the series adds: on for kbuild (make variable) and for the C
+# preprocessor (IS_ENABLED() sees CONFIG_X_MODULE).
 flags=()
+cppflags=
+while IFS== read -r sym val; do
+	case $sym in CONFIG_*) ;; *) continue ;; esac
+	flags+=("$sym=$val")
+	[ "$val" = m ] && cppflags="$cppflags -D${sym}_MODULE=1"
+done < "$top/configs/oot.config"
 [ "${OOT_W:-0}" = 1 ] && flags+=(W=1)
 [ "${OOT_C:-0}" = 1 ] && flags+=(C=1)
 mkdir -p "$oot/out"
 make -C "$kdir" M="$top" MO="$oot/out" -j"$(nproc)" "${extra[@]}" \
-	NOSTDINC_FLAGS="-I$inc/std -I$inc/uapi $trace_inc" "${flags[@]}" "$@" modules
+	NOSTDINC_FLAGS="-I$inc/std -I$inc/uapi $trace_inc$cppflags" "${flags[@]}" "$@" modules
 (cd "$oot/out" && find . -name '*.ko' | sort) > "$oot/modules.list"
 echo "oot: $(wc -l < "$oot/modules.list") modules in $oot/out (against $kdir)"

@@ -18,7 +18,9 @@ echo "1..$(( ${#patches[@]} + 1 ))"
 n=0
 for p in "${patches[@]}"; do
 	n=$((n + 1))
-	if log=$(cd "$tree" && ./scripts/checkpatch.pl --strict "$out/$p" 2>&1); then
+	# /usr/bin first: spdxcheck.py needs python3-ply, which only the
+	# distribution python has.
+	if log=$(cd "$tree" && PATH=/usr/bin:$PATH ./scripts/checkpatch.pl --strict "$out/$p" 2>&1); then
 		echo "ok $n checkpatch --strict $p"
 	else
 		echo "not ok $n checkpatch --strict $p"

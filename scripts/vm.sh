@@ -11,7 +11,7 @@
 #   -t         timeout in seconds for the whole run (default 900)
 #   -n         name of the run: output in build/vm/NAME/ (default: kernel)
 # Environment: ACCEL=auto|kvm|tcg (auto: try KVM once, fall back to TCG),
-#   VM_MEM (default 2G), VM_CPUS (default 2).
+#   VM_MEM (default 4G), VM_CPUS (default 2).
 # The command runs as root in the guest, in build/vm/NAME, with the host's
 # programs; its output goes to stdout and build/vm/NAME/out.log, the kernel
 # log to build/vm/NAME/console.log.
@@ -92,7 +92,7 @@ done
 printf '%s\n' "$*" > "$run/cmd"
 
 qemu=(qemu-system-x86_64 -nodefaults -display none -no-reboot
-      -m "${VM_MEM:-2G}" -smp "${VM_CPUS:-2}"
+      -m "${VM_MEM:-4G}" -smp "${VM_CPUS:-2}"
       -kernel "$image" -initrd "$run/initramfs.cpio.gz"
       -fsdev "local,id=hostroot,path=/,security_model=none,readonly=on,multidevs=remap"
       -device virtio-9p-pci,fsdev=hostroot,mount_tag=hostroot

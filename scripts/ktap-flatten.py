@@ -1,0 +1,51 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-2.0
+"""Flatten the kselftest runner's output into one TAP line per test case.
+
+run_kselftest.sh prints one top-level result per test program and the
+program's own TAP one level down, prefixed "# ". A program with its own
+results (kselftest_harness, ksft_test_result_*) contributes those, named
+"collection:program: case"; if it then failed as a whole anyway (a crash,
+an exit code its results do not explain), one more failed line says so.
+A program without results of its own (a shell script) contributes its
+top-level line.
+
+usage: ktap-flatten.py LOG > TAP
+"""
+import re
+import sys
+
+top = re.compile(r"^(not ok|ok) \d+ selftests: (\S+): (\S+)(.*)$")
+start = re.compile(r"^# selftests: (\S+): (\S+)\s*$")
+nested = re.compile(r"^# (not ok|ok) \d+ (.*)$")
+
+out = []
+cases = []
+with open(sys.argv[1], errors="replace") as f:
+    for line in f:
+        line = line.rstrip("\n")
+        if start.match(line):
+            cases = []
+            continue
+        m = nested.match(line)
+        if m:
+            cases.append((m.group(1), m.group(2)))
+            continue
+        m = top.match(line)
+        if not m:
+            continue
+        status, coll, prog, rest = m.groups()
+        name = f"{coll}:{prog}"
+        if not cases:
+            out.append(f"{status} - {name}{rest}")
+        else:
+            for st, desc in cases:
+                out.append(f"{st} - {name}: {desc}")
+            if status == "not ok" and all(st == "ok" for st, _ in cases):
+                out.append(f"not ok - {name}: program failed{rest}")
+        cases = []
+
+print("TAP version 13")
+print(f"1..{len(out)}")
+for line in out:
+    print(line)

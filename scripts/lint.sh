@@ -1,0 +1,60 @@
+#!/bin/bash
+# Static checks of the code the series adds (the new files listed in
+# patches/series): W=1 and sparse (C=2) in the in-tree debug build, W=1 in
+# the out-of-tree build, kernel-doc -Wall. Prints TAP.
+#
+# usage: scripts/lint.sh   (needs `make kernel-debug` and `make modules`)
+set -u
+# As scripts/kernel.sh: a make without it rewrites kernel.release with "+".
+export LOCALVERSION=
+
+top=$(cd "$(dirname "$0")/.." && pwd)
+tree=$top/build/linux
+kb=$top/build/kbuild-debug
+mapfile -t files < <(awk '!/^#/ {for (i = 2; i <= NF; i++) print $i}' \
+	"$top/patches/series" | grep -E '^(drivers|include|net|lib)/.*\.[ch]$')
+mapfile -t objs < <(printf '%s\n' "${files[@]}" | sed -n 's/\.c$/.o/p')
+
+echo "TAP version 13"
+echo "1..3"
+n=0
+result() {
+	n=$((n + 1))
+	if [ -s "$2" ]; then
+		echo "not ok $n $1"
+		sed 's/^/# /' "$2" | head -n 40
+	else
+		echo "ok $n $1"
+	fi
+}
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+# W=1 and sparse on each object, forced to rebuild; only our files' own
+# diagnostics count (a header of upstream's may warn under W=1).
+pat=$(printf '%s\n' "${files[@]}" | sed 's/[.]/[.]/g' | paste -sd'|')
+if [ ${#objs[@]} -gt 0 ]; then
+	for o in "${objs[@]}"; do rm -f "$kb/$o"; done
+	if ! sparse=$("$top/scripts/sparse.sh" 2> "$tmp/sparse.log"); then
+		cat "$tmp/sparse.log" >&2
+		sparse=no-sparse
+	fi
+	make -s -C "$tree" O="$kb" W=1 C=2 CHECK="$sparse" "${objs[@]}" \
+		> "$tmp/intree.log" 2>&1 || echo "make failed" >> "$tmp/intree.log"
+	grep -E "($pat).*(warning|error):|make failed|not available or not up to date" \
+		"$tmp/intree.log" > "$tmp/intree" || true
+else
+	: > "$tmp/intree"
+fi
+result "in-tree W=1 + sparse: ${#objs[@]} objects" "$tmp/intree"
+
+for f in "${files[@]}"; do
+	case $f in *.c) touch "$tree/$f" ;; esac
+done
+OOT_W=1 "$top/scripts/oot.sh" > "$tmp/oot.log" 2>&1 || echo "oot build failed" >> "$tmp/oot.log"
+grep -E "($pat).*(warning|error):|failed" "$tmp/oot.log" > "$tmp/oot" || true
+result "out-of-tree W=1: our files" "$tmp/oot"
+
+(cd "$tree" && PATH=/usr/bin:$PATH ./scripts/kernel-doc -none -Wall "${files[@]}") \
+	> "$tmp/kdoc" 2>&1
+result "kernel-doc -Wall: ${#files[@]} files" "$tmp/kdoc"

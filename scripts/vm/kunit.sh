@@ -1,0 +1,39 @@
+#!/bin/sh
+# Runs in the guest: load KUnit test modules (their suites run at load) and
+# print each test case's result from debugfs as a top-level TAP line
+# prefixed "kunit: ", so that the host can tell them from kselftest's.
+#
+# usage: kunit.sh MODULE:SUITE...
+set -u
+dir=/sys/kernel/debug/kunit
+for spec in "$@"; do
+	mod=${spec%%:*}
+	suite=${spec#*:}
+	if [ ! -d "$dir" ]; then
+		echo "kunit: not ok - $suite # no KUnit in this kernel"
+		continue
+	fi
+	if ! modprobe "$mod"; then
+		echo "kunit: not ok - $suite: modprobe $mod failed"
+		continue
+	fi
+	# The suite's KTAP, as the kernel log has it (the debugfs results
+	# file holds only the suite's own line): from its last "# Subtest:"
+	# header to its result line.
+	dmesg --notime | awk -v s="$suite" '
+		$0 ~ "^ *# Subtest: " s "$" { buf = ""; on = 1 }
+		on { buf = buf $0 "\n" }
+		on && $0 ~ "^ *(not )?ok [0-9]+ " s "$" { on = 0; last = buf }
+		END { printf "%s", last }' > /tmp/kunit-$suite.ktap
+	sed 's/^/# /' /tmp/kunit-$suite.ktap
+	# Test cases are the result lines one level (4 spaces) in; deeper
+	# ones are parameters of a case and already in its result.
+	n=$(grep -cE '^    (not )?ok ' /tmp/kunit-$suite.ktap)
+	if [ "$n" = 0 ]; then
+		echo "kunit: not ok - $suite: no test case ran"
+		continue
+	fi
+	grep -E '^    (not )?ok ' /tmp/kunit-$suite.ktap |
+		sed -E "s/^    (not ok|ok) [0-9]+ /kunit: \1 - $suite./"
+	modprobe -r "$mod"
+done
