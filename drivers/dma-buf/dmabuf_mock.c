@@ -1,0 +1,835 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * dmabuf_mock: a dma-buf exporter that revokes on demand, for tests.
+ *
+ * No exporter in the tree can both back an RDMA memory region and take it
+ * back when asked: vfio-pci needs P2P hardware, the iommufd selftest
+ * exporter cannot be mapped. This one exports system-memory pages, maps them
+ * for any importer device with the DMA API, and revokes them the way
+ * vfio-pci does, so that importers' revoke paths can be tested anywhere.
+ *
+ * User space drives it through /dev/dmabuf_mock (ABI in dmabuf_mock.h,
+ * shared with tools/testing/selftests/drivers/dma-buf/); kernel tests call
+ * the exported dmabuf_mock_*() functions, which the ioctls wrap.
+ *
+ * Locking: the buffer's state (revoked, its pages) is protected by the
+ * dma-buf's reservation lock, which the dma-buf core holds around pin,
+ * unpin, map, unmap, vmap and vunmap, and which attach, the user fault
+ * handler and the exporter's own access take themselves. The counters are
+ * atomics so that REVOKE can wait for them to drop without the lock.
+ */
+
+#include <linux/dma-buf.h>
+#include <linux/dma-mapping.h>
+#include <linux/dma-resv.h>
+#include <linux/file.h>
+#include <linux/highmem.h>
+#include <linux/iosys-map.h>
+#include <linux/miscdevice.h>
+#include <linux/mm.h>
+#include <linux/module.h>
+#include <linux/slab.h>
+#include <linux/uaccess.h>
+#include <linux/vmalloc.h>
+
+#include "dmabuf_mock.h"
+
+struct dmabuf_mock {
+	struct dma_buf *dmabuf;
+	struct page **pages;
+	pgoff_t npages;
+	u32 flags;
+	bool revoked;
+	atomic_t attachments;
+	atomic_t pins;
+	atomic_t maps;
+	atomic_t vmaps;
+	atomic_t mmaps;
+	atomic_t revokes;
+	atomic_t invalidates;
+	/* Woken whenever maps or vmaps drop. */
+	wait_queue_head_t wq;
+};
+
+/* Per attachment: how many mappings it holds, to name it on a timeout. */
+struct dmabuf_mock_attachment {
+	int maps;
+};
+
+static atomic64_t dmabuf_mock_buffers = ATOMIC64_INIT(0);
+static atomic64_t dmabuf_mock_pages = ATOMIC64_INIT(0);
+
+static const struct dma_buf_ops dmabuf_mock_ops;
+static const struct dma_buf_ops dmabuf_mock_novmap_ops;
+
+static void dmabuf_mock_free_pages(struct page **pages, pgoff_t npages)
+{
+	pgoff_t i;
+
+	for (i = 0; i < npages; i++)
+		if (pages[i])
+			__free_page(pages[i]);
+	kvfree(pages);
+}
+
+static struct page **dmabuf_mock_alloc_pages(pgoff_t npages)
+{
+	struct page **pages;
+	pgoff_t i;
+
+	pages = kvcalloc(npages, sizeof(*pages), GFP_KERNEL);
+	if (!pages)
+		return NULL;
+	for (i = 0; i < npages; i++) {
+		pages[i] = alloc_page(GFP_KERNEL | __GFP_ZERO | __GFP_NOWARN |
+				      __GFP_RETRY_MAYFAIL);
+		if (!pages[i] || fatal_signal_pending(current)) {
+			dmabuf_mock_free_pages(pages, npages);
+			return NULL;
+		}
+		cond_resched();
+	}
+	return pages;
+}
+
+static int dmabuf_mock_attach(struct dma_buf *dmabuf,
+			      struct dma_buf_attachment *attach)
+{
+	struct dmabuf_mock *mock = dmabuf->priv;
+	struct dmabuf_mock_attachment *ma;
+	int ret = 0;
+
+	/* As vfio-pci: only importers that honour revoke, when asked. */
+	if ((mock->flags & DMABUF_MOCK_REQUIRE_REVOCABLE) &&
+	    !dma_buf_attach_revocable(attach))
+		return -EOPNOTSUPP;
+
+	ma = kzalloc_obj(*ma);
+	if (!ma)
+		return -ENOMEM;
+
+	dma_resv_lock(dmabuf->resv, NULL);
+	if (mock->revoked)
+		ret = -ENODEV;
+	dma_resv_unlock(dmabuf->resv);
+	if (ret) {
+		kfree(ma);
+		return ret;
+	}
+	attach->priv = ma;
+	atomic_inc(&mock->attachments);
+	return 0;
+}
+
+static void dmabuf_mock_detach(struct dma_buf *dmabuf,
+			       struct dma_buf_attachment *attach)
+{
+	struct dmabuf_mock *mock = dmabuf->priv;
+
+	kfree(attach->priv);
+	atomic_dec(&mock->attachments);
+}
+
+static int dmabuf_mock_pin(struct dma_buf_attachment *attach)
+{
+	struct dmabuf_mock *mock = attach->dmabuf->priv;
+
+	dma_resv_assert_held(attach->dmabuf->resv);
+	/* As the uverbs exporter: no pinned importers. */
+	if (mock->flags & DMABUF_MOCK_NO_PIN)
+		return -EOPNOTSUPP;
+	if (mock->revoked)
+		return -ENODEV;
+	atomic_inc(&mock->pins);
+	return 0;
+}
+
+static void dmabuf_mock_unpin(struct dma_buf_attachment *attach)
+{
+	struct dmabuf_mock *mock = attach->dmabuf->priv;
+
+	dma_resv_assert_held(attach->dmabuf->resv);
+	atomic_dec(&mock->pins);
+}
+
+static struct sg_table *dmabuf_mock_map(struct dma_buf_attachment *attach,
+					enum dma_data_direction dir)
+{
+	struct dmabuf_mock *mock = attach->dmabuf->priv;
+	struct dmabuf_mock_attachment *ma = attach->priv;
+	struct sg_table *sgt;
+	int ret;
+
+	dma_resv_assert_held(attach->dmabuf->resv);
+	if (mock->revoked)
+		return ERR_PTR(-ENODEV);
+
+	sgt = kzalloc_obj(*sgt);
+	if (!sgt)
+		return ERR_PTR(-ENOMEM);
+	ret = sg_alloc_table_from_pages(sgt, mock->pages, mock->npages, 0,
+					mock->dmabuf->size, GFP_KERNEL);
+	if (ret)
+		goto err_free;
+	ret = dma_map_sgtable(attach->dev, sgt, dir, 0);
+	if (ret)
+		goto err_table;
+
+	ma->maps++;
+	atomic_inc(&mock->maps);
+	return sgt;
+
+err_table:
+	sg_free_table(sgt);
+err_free:
+	kfree(sgt);
+	return ERR_PTR(ret);
+}
+
+static void dmabuf_mock_unmap(struct dma_buf_attachment *attach,
+			      struct sg_table *sgt,
+			      enum dma_data_direction dir)
+{
+	struct dmabuf_mock *mock = attach->dmabuf->priv;
+	struct dmabuf_mock_attachment *ma = attach->priv;
+
+	dma_resv_assert_held(attach->dmabuf->resv);
+	dma_unmap_sgtable(attach->dev, sgt, dir, 0);
+	sg_free_table(sgt);
+	kfree(sgt);
+	ma->maps--;
+	atomic_dec(&mock->maps);
+	wake_up_all(&mock->wq);
+}
+
+static int dmabuf_mock_vmap(struct dma_buf *dmabuf, struct iosys_map *map)
+{
+	struct dmabuf_mock *mock = dmabuf->priv;
+	void *vaddr;
+
+	dma_resv_assert_held(dmabuf->resv);
+	/*
+	 * dma_buf_vmap() warns when this fails: an importer must not vmap a
+	 * buffer it has been told is revoked.
+	 */
+	if (mock->revoked)
+		return -ENODEV;
+
+	vaddr = vmap(mock->pages, mock->npages, VM_MAP, PAGE_KERNEL);
+	if (!vaddr)
+		return -ENOMEM;
+	/* An MMIO exporter hands out __iomem: importers must refuse it. */
+	if (mock->flags & DMABUF_MOCK_VMAP_IOMEM)
+		iosys_map_set_vaddr_iomem(map, (void __iomem __force *)vaddr);
+	else
+		iosys_map_set_vaddr(map, vaddr);
+	atomic_inc(&mock->vmaps);
+	return 0;
+}
+
+static void dmabuf_mock_vunmap(struct dma_buf *dmabuf, struct iosys_map *map)
+{
+	struct dmabuf_mock *mock = dmabuf->priv;
+
+	dma_resv_assert_held(dmabuf->resv);
+	vunmap(map->is_iomem ? (void __force *)map->vaddr_iomem : map->vaddr);
+	atomic_dec(&mock->vmaps);
+	wake_up_all(&mock->wq);
+}
+
+static vm_fault_t dmabuf_mock_fault(struct vm_fault *vmf)
+{
+	struct dmabuf_mock *mock = vmf->vma->vm_private_data;
+	vm_fault_t ret = VM_FAULT_SIGBUS;
+
+	/* mmap_lock -> resv is the order dma-resv's lockdep priming allows. */
+	dma_resv_lock(mock->dmabuf->resv, NULL);
+	if (!mock->revoked && vmf->pgoff < mock->npages)
+		ret = vmf_insert_pfn(vmf->vma, vmf->address,
+				     page_to_pfn(mock->pages[vmf->pgoff]));
+	dma_resv_unlock(mock->dmabuf->resv);
+	return ret;
+}
+
+static void dmabuf_mock_vm_open(struct vm_area_struct *vma)
+{
+	struct dmabuf_mock *mock = vma->vm_private_data;
+
+	atomic_inc(&mock->mmaps);
+}
+
+static void dmabuf_mock_vm_close(struct vm_area_struct *vma)
+{
+	struct dmabuf_mock *mock = vma->vm_private_data;
+
+	atomic_dec(&mock->mmaps);
+}
+
+static const struct vm_operations_struct dmabuf_mock_vm_ops = {
+	.open = dmabuf_mock_vm_open,
+	.close = dmabuf_mock_vm_close,
+	.fault = dmabuf_mock_fault,
+};
+
+static int dmabuf_mock_mmap(struct dma_buf *dmabuf, struct vm_area_struct *vma)
+{
+	struct dmabuf_mock *mock = dmabuf->priv;
+	int ret = 0;
+
+	if (!(vma->vm_flags & VM_SHARED))
+		return -EINVAL;
+	dma_resv_lock(dmabuf->resv, NULL);
+	if (mock->revoked)
+		ret = -ENODEV;
+	dma_resv_unlock(dmabuf->resv);
+	if (ret)
+		return ret;
+
+	/*
+	 * PFN mappings, filled on fault: revoke can zap them, and nothing
+	 * (get_user_pages() in particular) can take a page reference that
+	 * outlives the revoke.
+	 */
+	vm_flags_set(vma, VM_PFNMAP | VM_DONTEXPAND | VM_DONTDUMP);
+	vma->vm_ops = &dmabuf_mock_vm_ops;
+	vma->vm_private_data = mock;
+	dmabuf_mock_vm_open(vma);
+	return 0;
+}
+
+static int dmabuf_mock_begin_cpu_access(struct dma_buf *dmabuf,
+					enum dma_data_direction dir)
+{
+	struct dmabuf_mock *mock = dmabuf->priv;
+	int ret;
+
+	ret = dma_resv_lock_interruptible(dmabuf->resv, NULL);
+	if (ret)
+		return ret;
+	if (mock->revoked)
+		ret = -ENODEV;
+	dma_resv_unlock(dmabuf->resv);
+	return ret;
+}
+
+static int dmabuf_mock_end_cpu_access(struct dma_buf *dmabuf,
+				      enum dma_data_direction dir)
+{
+	return 0;
+}
+
+static void dmabuf_mock_release(struct dma_buf *dmabuf)
+{
+	struct dmabuf_mock *mock = dmabuf->priv;
+
+	atomic64_sub(mock->npages, &dmabuf_mock_pages);
+	atomic64_dec(&dmabuf_mock_buffers);
+	dmabuf_mock_free_pages(mock->pages, mock->npages);
+	kfree(mock);
+}
+
+#define DMABUF_MOCK_OPS						\
+	.attach = dmabuf_mock_attach,					\
+	.detach = dmabuf_mock_detach,					\
+	.pin = dmabuf_mock_pin,						\
+	.unpin = dmabuf_mock_unpin,					\
+	.map_dma_buf = dmabuf_mock_map,					\
+	.unmap_dma_buf = dmabuf_mock_unmap,				\
+	.mmap = dmabuf_mock_mmap,					\
+	.begin_cpu_access = dmabuf_mock_begin_cpu_access,		\
+	.end_cpu_access = dmabuf_mock_end_cpu_access,			\
+	.release = dmabuf_mock_release
+
+static const struct dma_buf_ops dmabuf_mock_ops = {
+	DMABUF_MOCK_OPS,
+	.vmap = dmabuf_mock_vmap,
+	.vunmap = dmabuf_mock_vunmap,
+};
+
+/* DMABUF_MOCK_NO_VMAP: an exporter without vmap, as most P2P ones are. */
+static const struct dma_buf_ops dmabuf_mock_novmap_ops = {
+	DMABUF_MOCK_OPS,
+};
+
+/**
+ * dmabuf_mock_create - export a new buffer of zeroed system-memory pages
+ * @length: size in bytes, a non-zero multiple of PAGE_SIZE
+ * @flags: enum dmabuf_mock_create_flags
+ *
+ * Return: the dma-buf, holding one reference for the caller (dma_buf_put()
+ * or dma_buf_fd() it), or an ERR_PTR: -EINVAL for bad flags or length,
+ * -ENOMEM when the pages cannot be had.
+ */
+struct dma_buf *dmabuf_mock_create(u64 length, u32 flags)
+{
+	DEFINE_DMA_BUF_EXPORT_INFO(exp_info);
+	const u32 valid = DMABUF_MOCK_NO_PIN | DMABUF_MOCK_REQUIRE_REVOCABLE |
+			  DMABUF_MOCK_NO_VMAP | DMABUF_MOCK_VMAP_IOMEM;
+	struct dmabuf_mock *mock;
+	struct dma_buf *dmabuf;
+
+	if (flags & ~valid)
+		return ERR_PTR(-EINVAL);
+	if (!length || !PAGE_ALIGNED(length) || length > DMABUF_MOCK_MAX_SIZE)
+		return ERR_PTR(-EINVAL);
+	if ((length >> PAGE_SHIFT) > totalram_pages())
+		return ERR_PTR(-ENOMEM);
+
+	mock = kzalloc_obj(*mock);
+	if (!mock)
+		return ERR_PTR(-ENOMEM);
+	mock->flags = flags;
+	mock->npages = length >> PAGE_SHIFT;
+	init_waitqueue_head(&mock->wq);
+	mock->pages = dmabuf_mock_alloc_pages(mock->npages);
+	if (!mock->pages) {
+		kfree(mock);
+		return ERR_PTR(-ENOMEM);
+	}
+
+	exp_info.ops = flags & DMABUF_MOCK_NO_VMAP ? &dmabuf_mock_novmap_ops :
+						    &dmabuf_mock_ops;
+	exp_info.size = length;
+	exp_info.flags = O_RDWR | O_CLOEXEC;
+	exp_info.priv = mock;
+	dmabuf = dma_buf_export(&exp_info);
+	if (IS_ERR(dmabuf)) {
+		dmabuf_mock_free_pages(mock->pages, mock->npages);
+		kfree(mock);
+		return dmabuf;
+	}
+	mock->dmabuf = dmabuf;
+	atomic64_inc(&dmabuf_mock_buffers);
+	atomic64_add(mock->npages, &dmabuf_mock_pages);
+	return dmabuf;
+}
+EXPORT_SYMBOL_NS_GPL(dmabuf_mock_create, "DMABUF_MOCK");
+
+static struct dmabuf_mock *to_mock(struct dma_buf *dmabuf)
+{
+	if (dmabuf->ops != &dmabuf_mock_ops &&
+	    dmabuf->ops != &dmabuf_mock_novmap_ops)
+		return NULL;
+	return dmabuf->priv;
+}
+
+/* After a completed revoke: make a late access to the old memory visible. */
+static void dmabuf_mock_scrub(struct dmabuf_mock *mock, u32 flags)
+{
+	struct page **fresh;
+	pgoff_t i;
+
+	if (flags & DMABUF_MOCK_REVOKE_POISON) {
+		for (i = 0; i < mock->npages; i++)
+			memset_page(mock->pages[i], 0, DMABUF_MOCK_POISON,
+				    PAGE_SIZE);
+		return;
+	}
+	if (!(flags & DMABUF_MOCK_REVOKE_SWAP))
+		return;
+	/* Best effort: without memory for new pages, keep the old ones. */
+	fresh = dmabuf_mock_alloc_pages(mock->npages);
+	if (!fresh)
+		return;
+	swap(mock->pages, fresh);
+	dmabuf_mock_free_pages(fresh, mock->npages);
+}
+
+/**
+ * dmabuf_mock_revoke - take the memory back from every importer
+ * @dmabuf: a buffer from dmabuf_mock_create()
+ * @flags: enum dmabuf_mock_revoke_flags
+ * @timeout_ms: how long to wait for importers to unmap and vunmap
+ * @holder: on -ETIMEDOUT, filled with the name of an importer still mapped
+ * @holder_len: size of @holder
+ *
+ * The vfio-pci sequence: with the reservation lock held, mark the buffer
+ * revoked and call dma_buf_invalidate_mappings(), wait for all fences, then
+ * unlock; zap user mappings; wait until no importer has the memory mapped
+ * or vmapped. Only then is the memory the exporter's again, and only then
+ * does @flags scrub it. Must be called without the reservation lock held.
+ *
+ * Return: 0 when every importer has let go, -ETIMEDOUT when one has not
+ * within @timeout_ms (the buffer stays revoked; call again to wait again),
+ * -EINVAL for bad flags or a buffer that is not the mock's.
+ */
+int dmabuf_mock_revoke(struct dma_buf *dmabuf, u32 flags,
+		       unsigned int timeout_ms, char *holder,
+		       size_t holder_len)
+{
+	struct dmabuf_mock *mock = to_mock(dmabuf);
+	struct dma_buf_attachment *attach;
+	long left;
+
+	if (!mock || (flags & ~(DMABUF_MOCK_REVOKE_POISON |
+				DMABUF_MOCK_REVOKE_SWAP)))
+		return -EINVAL;
+	if ((flags & DMABUF_MOCK_REVOKE_POISON) &&
+	    (flags & DMABUF_MOCK_REVOKE_SWAP))
+		return -EINVAL;
+
+	dma_resv_lock(dmabuf->resv, NULL);
+	mock->revoked = true;
+	list_for_each_entry(attach, &dmabuf->attachments, node)
+		if (dma_buf_attach_revocable(attach))
+			atomic_inc(&mock->invalidates);
+	dma_buf_invalidate_mappings(dmabuf);
+	dma_resv_wait_timeout(dmabuf->resv, DMA_RESV_USAGE_BOOKKEEP, false,
+			      MAX_SCHEDULE_TIMEOUT);
+	dma_resv_unlock(dmabuf->resv);
+	atomic_inc(&mock->revokes);
+
+	/* New faults see revoked and fail; drop the PTEs already there. */
+	unmap_mapping_range(dmabuf->file->f_mapping, 0, 0, 1);
+
+	left = wait_event_timeout(mock->wq,
+				  !atomic_read(&mock->maps) &&
+				  !atomic_read(&mock->vmaps),
+				  msecs_to_jiffies(timeout_ms));
+
+	dma_resv_lock(dmabuf->resv, NULL);
+	if (!left && (atomic_read(&mock->maps) || atomic_read(&mock->vmaps))) {
+		const char *who = "vmap";
+
+		list_for_each_entry(attach, &dmabuf->attachments, node) {
+			struct dmabuf_mock_attachment *ma = attach->priv;
+
+			if (ma->maps) {
+				who = dev_name(attach->dev);
+				break;
+			}
+		}
+		if (holder)
+			strscpy(holder, who, holder_len);
+		dma_resv_unlock(dmabuf->resv);
+		pr_warn("dmabuf_mock: revoke timed out after %u ms: %s still maps the buffer\n",
+			timeout_ms, who);
+		return -ETIMEDOUT;
+	}
+	/* A RESTORE may have come in between: then the memory is in use. */
+	if (mock->revoked)
+		dmabuf_mock_scrub(mock, flags);
+	dma_resv_unlock(dmabuf->resv);
+	return 0;
+}
+EXPORT_SYMBOL_NS_GPL(dmabuf_mock_revoke, "DMABUF_MOCK");
+
+/**
+ * dmabuf_mock_restore - let new importers use a revoked buffer again
+ * @dmabuf: a buffer from dmabuf_mock_create()
+ *
+ * Return: 0, or -EINVAL for a buffer that is not the mock's.
+ */
+int dmabuf_mock_restore(struct dma_buf *dmabuf)
+{
+	struct dmabuf_mock *mock = to_mock(dmabuf);
+
+	if (!mock)
+		return -EINVAL;
+	dma_resv_lock(dmabuf->resv, NULL);
+	mock->revoked = false;
+	dma_resv_unlock(dmabuf->resv);
+	return 0;
+}
+EXPORT_SYMBOL_NS_GPL(dmabuf_mock_restore, "DMABUF_MOCK");
+
+/**
+ * dmabuf_mock_query - state and counters of a buffer
+ * @dmabuf: a buffer from dmabuf_mock_create()
+ * @q: filled in (all but @q->flags and @q->fd)
+ *
+ * Return: 0, or -EINVAL for a buffer that is not the mock's.
+ */
+int dmabuf_mock_query(struct dma_buf *dmabuf, struct dmabuf_mock_query *q)
+{
+	struct dmabuf_mock *mock = to_mock(dmabuf);
+
+	if (!mock)
+		return -EINVAL;
+	dma_resv_lock(dmabuf->resv, NULL);
+	q->state = mock->revoked ? DMABUF_MOCK_STATE_REVOKED : 0;
+	dma_resv_unlock(dmabuf->resv);
+	q->attachments = atomic_read(&mock->attachments);
+	q->pins = atomic_read(&mock->pins);
+	q->maps = atomic_read(&mock->maps);
+	q->vmaps = atomic_read(&mock->vmaps);
+	q->mmaps = atomic_read(&mock->mmaps);
+	q->revokes = atomic_read(&mock->revokes);
+	q->invalidates = atomic_read(&mock->invalidates);
+	q->length = dmabuf->size;
+	return 0;
+}
+EXPORT_SYMBOL_NS_GPL(dmabuf_mock_query, "DMABUF_MOCK");
+
+/**
+ * dmabuf_mock_access - the exporter's own access to the buffer contents
+ * @dmabuf: a buffer from dmabuf_mock_create()
+ * @offset: byte offset
+ * @buf: kernel buffer
+ * @length: bytes to copy
+ * @write: copy @buf into the buffer rather than out of it
+ *
+ * Works whether or not the buffer is revoked. Takes the reservation lock,
+ * so @buf must not be memory whose access can fault.
+ *
+ * Return: 0, -EINVAL for a range past the end or a buffer that is not the
+ * mock's, -EINTR on a signal.
+ */
+int dmabuf_mock_access(struct dma_buf *dmabuf, u64 offset, void *buf,
+		       u64 length, bool write)
+{
+	struct dmabuf_mock *mock = to_mock(dmabuf);
+	int ret;
+
+	if (!mock || offset > dmabuf->size || length > dmabuf->size - offset)
+		return -EINVAL;
+	ret = dma_resv_lock_interruptible(dmabuf->resv, NULL);
+	if (ret)
+		return ret;
+	while (length) {
+		struct page *page = mock->pages[offset >> PAGE_SHIFT];
+		size_t n = min_t(u64, length, PAGE_SIZE - offset_in_page(offset));
+
+		if (write)
+			memcpy_to_page(page, offset_in_page(offset), buf, n);
+		else
+			memcpy_from_page(buf, page, offset_in_page(offset), n);
+		buf += n;
+		offset += n;
+		length -= n;
+	}
+	dma_resv_unlock(dmabuf->resv);
+	return 0;
+}
+EXPORT_SYMBOL_NS_GPL(dmabuf_mock_access, "DMABUF_MOCK");
+
+/**
+ * dmabuf_mock_stats - buffers and pages alive in the whole module
+ * @s: filled in (all but @s->flags and @s->__reserved)
+ */
+void dmabuf_mock_stats(struct dmabuf_mock_stats *s)
+{
+	s->buffers = atomic64_read(&dmabuf_mock_buffers);
+	s->pages = atomic64_read(&dmabuf_mock_pages);
+}
+EXPORT_SYMBOL_NS_GPL(dmabuf_mock_stats, "DMABUF_MOCK");
+
+/* A dma-buf of ours from a user fd: -EBADF, or -EINVAL if not ours. */
+static struct dma_buf *dmabuf_mock_get(int fd)
+{
+	struct dma_buf *dmabuf = dma_buf_get(fd);
+
+	if (IS_ERR(dmabuf))
+		return dmabuf;
+	if (!to_mock(dmabuf)) {
+		dma_buf_put(dmabuf);
+		return ERR_PTR(-EINVAL);
+	}
+	return dmabuf;
+}
+
+static int dmabuf_mock_ioctl_create(void __user *uarg)
+{
+	struct dmabuf_mock_create cmd;
+	struct dma_buf *dmabuf;
+	int fd;
+
+	if (copy_from_user(&cmd, uarg, sizeof(cmd)))
+		return -EFAULT;
+	dmabuf = dmabuf_mock_create(cmd.length, cmd.flags);
+	if (IS_ERR(dmabuf))
+		return PTR_ERR(dmabuf);
+	fd = get_unused_fd_flags(O_CLOEXEC);
+	if (fd < 0) {
+		dma_buf_put(dmabuf);
+		return fd;
+	}
+	cmd.fd = fd;
+	if (copy_to_user(uarg, &cmd, sizeof(cmd))) {
+		put_unused_fd(fd);
+		dma_buf_put(dmabuf);
+		return -EFAULT;
+	}
+	dma_buf_fd_install(dmabuf, fd);
+	return 0;
+}
+
+static int dmabuf_mock_ioctl_revoke(void __user *uarg)
+{
+	struct dmabuf_mock_revoke cmd;
+	struct dma_buf *dmabuf;
+	int ret;
+
+	if (copy_from_user(&cmd, uarg, sizeof(cmd)))
+		return -EFAULT;
+	if (cmd.__reserved)
+		return -EINVAL;
+	dmabuf = dmabuf_mock_get(cmd.fd);
+	if (IS_ERR(dmabuf))
+		return PTR_ERR(dmabuf);
+	memset(cmd.holder, 0, sizeof(cmd.holder));
+	ret = dmabuf_mock_revoke(dmabuf, cmd.flags, cmd.timeout_ms,
+				 cmd.holder, sizeof(cmd.holder));
+	dma_buf_put(dmabuf);
+	if (ret == -ETIMEDOUT &&
+	    copy_to_user(uarg, &cmd, sizeof(cmd)))
+		return -EFAULT;
+	return ret;
+}
+
+static int dmabuf_mock_ioctl_restore(void __user *uarg)
+{
+	struct dmabuf_mock_restore cmd;
+	struct dma_buf *dmabuf;
+	int ret;
+
+	if (copy_from_user(&cmd, uarg, sizeof(cmd)))
+		return -EFAULT;
+	if (cmd.flags)
+		return -EINVAL;
+	dmabuf = dmabuf_mock_get(cmd.fd);
+	if (IS_ERR(dmabuf))
+		return PTR_ERR(dmabuf);
+	ret = dmabuf_mock_restore(dmabuf);
+	dma_buf_put(dmabuf);
+	return ret;
+}
+
+static int dmabuf_mock_ioctl_query(void __user *uarg)
+{
+	struct dmabuf_mock_query cmd;
+	struct dma_buf *dmabuf;
+	int ret;
+
+	if (copy_from_user(&cmd, uarg, sizeof(cmd)))
+		return -EFAULT;
+	if (cmd.flags)
+		return -EINVAL;
+	dmabuf = dmabuf_mock_get(cmd.fd);
+	if (IS_ERR(dmabuf))
+		return PTR_ERR(dmabuf);
+	ret = dmabuf_mock_query(dmabuf, &cmd);
+	dma_buf_put(dmabuf);
+	if (!ret && copy_to_user(uarg, &cmd, sizeof(cmd)))
+		ret = -EFAULT;
+	return ret;
+}
+
+/*
+ * User copies fault, and faults take mmap_lock, which nests outside the
+ * reservation lock: bounce through a kernel page, copying to and from user
+ * memory without the lock.
+ */
+static int dmabuf_mock_rw(struct dma_buf *dmabuf, struct dmabuf_mock_rw *cmd)
+{
+	bool write = cmd->flags & DMABUF_MOCK_RW_WRITE;
+	void __user *ubuf = u64_to_user_ptr(cmd->uptr);
+	u64 offset = cmd->offset, length = cmd->length;
+	void *bounce;
+	int ret = 0;
+
+	if (offset > dmabuf->size || length > dmabuf->size - offset)
+		return -EINVAL;
+	bounce = kmalloc(PAGE_SIZE, GFP_KERNEL);
+	if (!bounce)
+		return -ENOMEM;
+	while (length) {
+		size_t n = min_t(u64, length, PAGE_SIZE);
+
+		if (write && copy_from_user(bounce, ubuf, n)) {
+			ret = -EFAULT;
+			break;
+		}
+		ret = dmabuf_mock_access(dmabuf, offset, bounce, n, write);
+		if (ret)
+			break;
+		if (!write && copy_to_user(ubuf, bounce, n)) {
+			ret = -EFAULT;
+			break;
+		}
+		ubuf += n;
+		offset += n;
+		length -= n;
+		if (fatal_signal_pending(current)) {
+			ret = -EINTR;
+			break;
+		}
+		cond_resched();
+	}
+	kfree(bounce);
+	return ret;
+}
+
+static int dmabuf_mock_ioctl_rw(void __user *uarg)
+{
+	struct dmabuf_mock_rw cmd;
+	struct dma_buf *dmabuf;
+	int ret;
+
+	if (copy_from_user(&cmd, uarg, sizeof(cmd)))
+		return -EFAULT;
+	if (cmd.flags & ~DMABUF_MOCK_RW_WRITE)
+		return -EINVAL;
+	dmabuf = dmabuf_mock_get(cmd.fd);
+	if (IS_ERR(dmabuf))
+		return PTR_ERR(dmabuf);
+	ret = dmabuf_mock_rw(dmabuf, &cmd);
+	dma_buf_put(dmabuf);
+	return ret;
+}
+
+static int dmabuf_mock_ioctl_stats(void __user *uarg)
+{
+	struct dmabuf_mock_stats cmd;
+
+	if (copy_from_user(&cmd, uarg, sizeof(cmd)))
+		return -EFAULT;
+	if (cmd.flags || cmd.__reserved)
+		return -EINVAL;
+	dmabuf_mock_stats(&cmd);
+	if (copy_to_user(uarg, &cmd, sizeof(cmd)))
+		return -EFAULT;
+	return 0;
+}
+
+static long dmabuf_mock_ioctl(struct file *file, unsigned int cmd,
+			      unsigned long arg)
+{
+	void __user *uarg = (void __user *)arg;
+
+	switch (cmd) {
+	case DMABUF_MOCK_CREATE:
+		return dmabuf_mock_ioctl_create(uarg);
+	case DMABUF_MOCK_REVOKE:
+		return dmabuf_mock_ioctl_revoke(uarg);
+	case DMABUF_MOCK_RESTORE:
+		return dmabuf_mock_ioctl_restore(uarg);
+	case DMABUF_MOCK_QUERY:
+		return dmabuf_mock_ioctl_query(uarg);
+	case DMABUF_MOCK_RW:
+		return dmabuf_mock_ioctl_rw(uarg);
+	case DMABUF_MOCK_STATS:
+		return dmabuf_mock_ioctl_stats(uarg);
+	default:
+		return -ENOTTY;
+	}
+}
+
+static const struct file_operations dmabuf_mock_fops = {
+	.owner = THIS_MODULE,
+	.unlocked_ioctl = dmabuf_mock_ioctl,
+	.compat_ioctl = compat_ptr_ioctl,
+};
+
+static struct miscdevice dmabuf_mock_misc = {
+	.minor = MISC_DYNAMIC_MINOR,
+	.name = DMABUF_MOCK_DEVICE,
+	.fops = &dmabuf_mock_fops,
+	.mode = 0600,
+};
+
+module_misc_device(dmabuf_mock_misc);
+
+MODULE_DESCRIPTION("Revoking dma-buf exporter for tests");
+MODULE_LICENSE("GPL");
+MODULE_IMPORT_NS("DMA_BUF");

@@ -1,0 +1,206 @@
+/* SPDX-License-Identifier: GPL-2.0 WITH Linux-syscall-note */
+/*
+ * Test-only ABI of the dmabuf_mock exporter (CONFIG_DMABUF_MOCK_EXPORTER).
+ *
+ * Like iommufd's iommufd_test.h, this header lives next to the driver and
+ * the selftests include it by relative path: it is a test interface, not
+ * uapi, and may change with the tests that use it.
+ *
+ * All commands are ioctls on /dev/dmabuf_mock; the ioctl number encodes the
+ * struct size. Unknown flags and non-zero reserved fields are refused with
+ * -EINVAL, an fd that is not a dma-buf of this exporter with -EINVAL (-EBADF
+ * when it is no open file), an unknown command with -ENOTTY.
+ */
+#ifndef _DMABUF_MOCK_H
+#define _DMABUF_MOCK_H
+
+#include <linux/ioctl.h>
+#include <linux/types.h>
+
+#define DMABUF_MOCK_DEVICE "dmabuf_mock"
+
+/* Largest buffer CREATE accepts, before looking at the memory there is. */
+#define DMABUF_MOCK_MAX_SIZE (16ULL << 30)
+
+/**
+ * enum dmabuf_mock_create_flags - emulate other exporters
+ * @DMABUF_MOCK_NO_PIN: .pin fails with -EOPNOTSUPP, as the uverbs exporter
+ *	does for pinned importers
+ * @DMABUF_MOCK_REQUIRE_REVOCABLE: attach fails with -EOPNOTSUPP unless
+ *	dma_buf_attach_revocable() holds, as vfio-pci requires
+ * @DMABUF_MOCK_NO_VMAP: no .vmap at all, so dma_buf_vmap() fails with
+ *	-EINVAL, as for most exporters of device memory
+ * @DMABUF_MOCK_VMAP_IOMEM: .vmap returns the mapping marked is_iomem, as an
+ *	MMIO exporter would
+ */
+enum dmabuf_mock_create_flags {
+	DMABUF_MOCK_NO_PIN = 1 << 0,
+	DMABUF_MOCK_REQUIRE_REVOCABLE = 1 << 1,
+	DMABUF_MOCK_NO_VMAP = 1 << 2,
+	DMABUF_MOCK_VMAP_IOMEM = 1 << 3,
+};
+
+/**
+ * struct dmabuf_mock_create - DMABUF_MOCK_CREATE
+ * @length: buffer size in bytes, a non-zero multiple of the page size
+ * @flags: enum dmabuf_mock_create_flags
+ * @fd: out: the new dma-buf, O_CLOEXEC | O_RDWR
+ */
+struct dmabuf_mock_create {
+	__u64 length;
+	__u32 flags;
+	__s32 fd;
+};
+
+/**
+ * enum dmabuf_mock_revoke_flags - what REVOKE does to the old memory once no
+ * importer can reach it any more
+ * @DMABUF_MOCK_REVOKE_POISON: fill it with DMABUF_MOCK_POISON, so that a
+ *	late write shows up in a later READ
+ * @DMABUF_MOCK_REVOKE_SWAP: free it and back the buffer with new zeroed
+ *	pages, so that a late access is a use after free (KASAN)
+ */
+enum dmabuf_mock_revoke_flags {
+	DMABUF_MOCK_REVOKE_POISON = 1 << 0,
+	DMABUF_MOCK_REVOKE_SWAP = 1 << 1,
+};
+
+#define DMABUF_MOCK_POISON 0x6b
+
+/**
+ * struct dmabuf_mock_revoke - DMABUF_MOCK_REVOKE
+ * @flags: enum dmabuf_mock_revoke_flags
+ * @fd: a dma-buf of this exporter
+ * @timeout_ms: how long to wait for importers to unmap and vunmap
+ * @__reserved: must be 0
+ * @holder: out: on -ETIMEDOUT, dev_name() of an importer still mapped
+ *	(or "vmap" when only a vmap is left), truncated to fit
+ *
+ * Does what vfio-pci does: under the reservation lock, mark the buffer
+ * revoked (new attach, pin, map, vmap and user faults fail) and call
+ * dma_buf_invalidate_mappings(), then wait for fences; unlock; zap user
+ * mappings; then wait for every importer to unmap and vunmap. Revoking a
+ * revoked buffer waits again.
+ */
+struct dmabuf_mock_revoke {
+	__u32 flags;
+	__s32 fd;
+	__u32 timeout_ms;
+	__u32 __reserved;
+	char holder[32];
+};
+
+/**
+ * struct dmabuf_mock_restore - DMABUF_MOCK_RESTORE
+ * @flags: must be 0
+ * @fd: a dma-buf of this exporter
+ *
+ * Makes a revoked buffer usable for new attachments. Importers that were
+ * revoked stay revoked: that is theirs to decide.
+ */
+struct dmabuf_mock_restore {
+	__u32 flags;
+	__s32 fd;
+};
+
+/**
+ * enum dmabuf_mock_state - bits of &dmabuf_mock_query.state
+ * @DMABUF_MOCK_STATE_REVOKED: the buffer is revoked
+ */
+enum dmabuf_mock_state {
+	DMABUF_MOCK_STATE_REVOKED = 1 << 0,
+};
+
+/**
+ * struct dmabuf_mock_query - DMABUF_MOCK_QUERY
+ * @flags: must be 0
+ * @fd: a dma-buf of this exporter
+ * @state: out: enum dmabuf_mock_state
+ * @attachments: out: attachments now
+ * @pins: out: pins now
+ * @maps: out: DMA mappings now
+ * @vmaps: out: kernel vmaps now (the dma-buf core shares one between users)
+ * @mmaps: out: user mappings (VMAs) now
+ * @revokes: out: REVOKE calls so far
+ * @invalidates: out: importer invalidate_mappings callbacks run so far
+ * @length: out: buffer size in bytes
+ */
+struct dmabuf_mock_query {
+	__u32 flags;
+	__s32 fd;
+	__u32 state;
+	__u32 attachments;
+	__u32 pins;
+	__u32 maps;
+	__u32 vmaps;
+	__u32 mmaps;
+	__u32 revokes;
+	__u32 invalidates;
+	__u64 length;
+};
+
+/**
+ * enum dmabuf_mock_rw_flags - direction of DMABUF_MOCK_RW
+ * @DMABUF_MOCK_RW_WRITE: copy from user memory into the buffer (else read)
+ */
+enum dmabuf_mock_rw_flags {
+	DMABUF_MOCK_RW_WRITE = 1 << 0,
+};
+
+/**
+ * struct dmabuf_mock_rw - DMABUF_MOCK_RW
+ * @flags: enum dmabuf_mock_rw_flags
+ * @fd: a dma-buf of this exporter
+ * @offset: byte offset into the buffer
+ * @length: bytes to copy; offset + length must not pass the end
+ * @uptr: user buffer
+ *
+ * The exporter's own access: works whether or not the buffer is revoked,
+ * so that a test can look at the memory after REVOKE.
+ */
+struct dmabuf_mock_rw {
+	__u32 flags;
+	__s32 fd;
+	__u64 offset;
+	__u64 length;
+	__u64 uptr;
+};
+
+/**
+ * struct dmabuf_mock_stats - DMABUF_MOCK_STATS: the whole module
+ * @flags: must be 0
+ * @__reserved: must be 0
+ * @buffers: out: buffers alive (exported and not yet released)
+ * @pages: out: pages held by those buffers
+ */
+struct dmabuf_mock_stats {
+	__u32 flags;
+	__u32 __reserved;
+	__u64 buffers;
+	__u64 pages;
+};
+
+#define DMABUF_MOCK_TYPE 'M'
+#define DMABUF_MOCK_CREATE _IOWR(DMABUF_MOCK_TYPE, 0xa0, struct dmabuf_mock_create)
+#define DMABUF_MOCK_REVOKE _IOWR(DMABUF_MOCK_TYPE, 0xa1, struct dmabuf_mock_revoke)
+#define DMABUF_MOCK_RESTORE _IOW(DMABUF_MOCK_TYPE, 0xa2, struct dmabuf_mock_restore)
+#define DMABUF_MOCK_QUERY _IOWR(DMABUF_MOCK_TYPE, 0xa3, struct dmabuf_mock_query)
+#define DMABUF_MOCK_RW _IOW(DMABUF_MOCK_TYPE, 0xa4, struct dmabuf_mock_rw)
+#define DMABUF_MOCK_STATS _IOWR(DMABUF_MOCK_TYPE, 0xa5, struct dmabuf_mock_stats)
+
+#ifdef __KERNEL__
+/* The same operations for kernel tests (KUnit), namespace "DMABUF_MOCK". */
+struct dma_buf;
+
+struct dma_buf *dmabuf_mock_create(u64 length, u32 flags);
+int dmabuf_mock_revoke(struct dma_buf *dmabuf, u32 flags,
+		       unsigned int timeout_ms, char *holder,
+		       size_t holder_len);
+int dmabuf_mock_restore(struct dma_buf *dmabuf);
+int dmabuf_mock_query(struct dma_buf *dmabuf, struct dmabuf_mock_query *q);
+int dmabuf_mock_access(struct dma_buf *dmabuf, u64 offset, void *buf,
+		       u64 length, bool write);
+void dmabuf_mock_stats(struct dmabuf_mock_stats *s);
+#endif
+
+#endif /* _DMABUF_MOCK_H */

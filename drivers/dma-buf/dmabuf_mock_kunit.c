@@ -1,0 +1,428 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * KUnit tests for the dmabuf_mock exporter, with fake in-kernel importers:
+ * a revocable pinned importer (invalidate_mappings unmaps and unpins, as the
+ * RDMA core's revocable umem does), a static importer that never lets go,
+ * and CPU importers that vmap.
+ */
+
+#include <kunit/device.h>
+#include <kunit/test.h>
+#include <linux/dma-buf.h>
+#include <linux/dma-mapping.h>
+#include <linux/dma-resv.h>
+#include <linux/file.h>
+#include <linux/iosys-map.h>
+#include <linux/slab.h>
+#include <linux/string.h>
+
+#include "dmabuf_mock.h"
+
+struct dmabuf_mock_kunit {
+	struct device *dev;
+	struct dmabuf_mock_stats before;
+};
+
+struct fake_importer {
+	struct dma_buf_attachment *attach;
+	struct sg_table *sgt;
+	bool pinned;
+	int invalidated;
+};
+
+/* Called with the reservation lock held, at most once per revoke. */
+static void fake_invalidate(struct dma_buf_attachment *attach)
+{
+	struct fake_importer *imp = attach->importer_priv;
+
+	dma_resv_assert_held(attach->dmabuf->resv);
+	imp->invalidated++;
+	if (imp->sgt) {
+		dma_buf_unmap_attachment(attach, imp->sgt, DMA_BIDIRECTIONAL);
+		imp->sgt = NULL;
+	}
+	if (imp->pinned) {
+		dma_buf_unpin(attach);
+		imp->pinned = false;
+	}
+}
+
+static const struct dma_buf_attach_ops fake_revocable_ops = {
+	.allow_peer2peer = true,
+	.invalidate_mappings = fake_invalidate,
+};
+
+static struct dma_buf *create(struct kunit *test, u64 length, u32 flags)
+{
+	struct dma_buf *dmabuf = dmabuf_mock_create(length, flags);
+
+	KUNIT_ASSERT_FALSE_MSG(test, IS_ERR(dmabuf), "no mock buffer: %d",
+			       PTR_ERR_OR_ZERO(dmabuf));
+	return dmabuf;
+}
+
+static struct dmabuf_mock_query query(struct kunit *test,
+				      struct dma_buf *dmabuf)
+{
+	struct dmabuf_mock_query q = {};
+
+	KUNIT_ASSERT_EQ(test, dmabuf_mock_query(dmabuf, &q), 0);
+	return q;
+}
+
+/* Attach as a revocable importer; pin and map when asked. */
+static int attach_revocable(struct kunit *test, struct dma_buf *dmabuf,
+			    struct fake_importer *imp, bool map)
+{
+	struct dmabuf_mock_kunit *ctx = test->priv;
+	struct sg_table *sgt;
+	int ret;
+
+	imp->attach = dma_buf_dynamic_attach(dmabuf, ctx->dev,
+					     &fake_revocable_ops, imp);
+	if (IS_ERR(imp->attach))
+		return PTR_ERR(imp->attach);
+	if (!map)
+		return 0;
+	dma_resv_lock(dmabuf->resv, NULL);
+	ret = dma_buf_pin(imp->attach);
+	if (!ret) {
+		imp->pinned = true;
+		sgt = dma_buf_map_attachment(imp->attach, DMA_BIDIRECTIONAL);
+		if (IS_ERR(sgt)) {
+			ret = PTR_ERR(sgt);
+			dma_buf_unpin(imp->attach);
+			imp->pinned = false;
+		} else {
+			imp->sgt = sgt;
+		}
+	}
+	dma_resv_unlock(dmabuf->resv);
+	return ret;
+}
+
+static void release_importer(struct fake_importer *imp)
+{
+	struct dma_buf *dmabuf = imp->attach->dmabuf;
+
+	dma_resv_lock(dmabuf->resv, NULL);
+	if (imp->sgt)
+		dma_buf_unmap_attachment(imp->attach, imp->sgt,
+					 DMA_BIDIRECTIONAL);
+	if (imp->pinned)
+		dma_buf_unpin(imp->attach);
+	imp->sgt = NULL;
+	imp->pinned = false;
+	dma_resv_unlock(dmabuf->resv);
+	dma_buf_detach(dmabuf, imp->attach);
+}
+
+static void test_revocable_pinned(struct kunit *test)
+{
+	struct dma_buf *dmabuf = create(test, 4 * PAGE_SIZE, 0);
+	struct fake_importer imp = {};
+	struct dmabuf_mock_query q;
+
+	KUNIT_ASSERT_EQ(test, attach_revocable(test, dmabuf, &imp, true), 0);
+	q = query(test, dmabuf);
+	KUNIT_EXPECT_EQ(test, q.attachments, 1);
+	KUNIT_EXPECT_EQ(test, q.pins, 1);
+	KUNIT_EXPECT_EQ(test, q.maps, 1);
+
+	KUNIT_EXPECT_EQ(test, dmabuf_mock_revoke(dmabuf, 0, 1000, NULL, 0), 0);
+	KUNIT_EXPECT_EQ(test, imp.invalidated, 1);
+	q = query(test, dmabuf);
+	KUNIT_EXPECT_EQ(test, q.state, DMABUF_MOCK_STATE_REVOKED);
+	KUNIT_EXPECT_EQ(test, q.pins, 0);
+	KUNIT_EXPECT_EQ(test, q.maps, 0);
+	KUNIT_EXPECT_EQ(test, q.revokes, 1);
+	KUNIT_EXPECT_EQ(test, q.invalidates, 1);
+
+	/* A second revoke calls the importer again; it has nothing left. */
+	KUNIT_EXPECT_EQ(test, dmabuf_mock_revoke(dmabuf, 0, 1000, NULL, 0), 0);
+	KUNIT_EXPECT_EQ(test, imp.invalidated, 2);
+
+	release_importer(&imp);
+	KUNIT_EXPECT_EQ(test, query(test, dmabuf).attachments, 0);
+	dma_buf_put(dmabuf);
+}
+
+static void test_require_revocable(struct kunit *test)
+{
+	struct dmabuf_mock_kunit *ctx = test->priv;
+	struct dma_buf *dmabuf = create(test, PAGE_SIZE,
+					DMABUF_MOCK_REQUIRE_REVOCABLE);
+	struct dma_buf_attachment *attach;
+	struct fake_importer imp = {};
+
+	attach = dma_buf_attach(dmabuf, ctx->dev);
+	KUNIT_EXPECT_EQ(test, PTR_ERR_OR_ZERO(attach), -EOPNOTSUPP);
+	KUNIT_EXPECT_EQ(test, query(test, dmabuf).attachments, 0);
+
+	KUNIT_ASSERT_EQ(test, attach_revocable(test, dmabuf, &imp, true), 0);
+	KUNIT_EXPECT_EQ(test, dmabuf_mock_revoke(dmabuf, 0, 1000, NULL, 0), 0);
+	release_importer(&imp);
+	dma_buf_put(dmabuf);
+}
+
+static void test_static_importer_times_out(struct kunit *test)
+{
+	struct dmabuf_mock_kunit *ctx = test->priv;
+	struct dma_buf *dmabuf = create(test, 3 * PAGE_SIZE, 0);
+	struct dma_buf_attachment *attach;
+	struct sg_table *sgt;
+	char holder[32] = "";
+
+	attach = dma_buf_attach(dmabuf, ctx->dev);
+	KUNIT_ASSERT_FALSE(test, IS_ERR(attach));
+	sgt = dma_buf_map_attachment_unlocked(attach, DMA_TO_DEVICE);
+	KUNIT_ASSERT_FALSE(test, IS_ERR(sgt));
+	/* A static importer is pinned for as long as it is mapped. */
+	KUNIT_EXPECT_EQ(test, query(test, dmabuf).pins, 1);
+
+	KUNIT_EXPECT_EQ(test, dmabuf_mock_revoke(dmabuf, 0, 50, holder,
+						 sizeof(holder)), -ETIMEDOUT);
+	/* The name, as much of it as fits. */
+	KUNIT_EXPECT_EQ(test, strlen(holder),
+			min(strlen(dev_name(ctx->dev)), sizeof(holder) - 1));
+	KUNIT_EXPECT_EQ(test, strncmp(holder, dev_name(ctx->dev), strlen(holder)),
+			0);
+	KUNIT_EXPECT_EQ(test, query(test, dmabuf).invalidates, 0);
+
+	dma_buf_unmap_attachment_unlocked(attach, sgt, DMA_TO_DEVICE);
+	KUNIT_EXPECT_EQ(test, dmabuf_mock_revoke(dmabuf, 0, 50, NULL, 0), 0);
+	KUNIT_EXPECT_EQ(test, query(test, dmabuf).pins, 0);
+	dma_buf_detach(dmabuf, attach);
+	dma_buf_put(dmabuf);
+}
+
+static void test_attach_after_revoke(struct kunit *test)
+{
+	struct dmabuf_mock_kunit *ctx = test->priv;
+	struct dma_buf *dmabuf = create(test, PAGE_SIZE, 0);
+	struct fake_importer early = {}, late = {};
+	struct dma_buf_attachment *attach;
+
+	/* Attached before the revoke, mapping only after it: refused. */
+	KUNIT_ASSERT_EQ(test, attach_revocable(test, dmabuf, &early, false), 0);
+	KUNIT_ASSERT_EQ(test, dmabuf_mock_revoke(dmabuf, 0, 1000, NULL, 0), 0);
+	dma_resv_lock(dmabuf->resv, NULL);
+	KUNIT_EXPECT_EQ(test, dma_buf_pin(early.attach), -ENODEV);
+	KUNIT_EXPECT_EQ(test,
+			PTR_ERR_OR_ZERO(dma_buf_map_attachment(early.attach,
+							       DMA_BIDIRECTIONAL)),
+			-ENODEV);
+	dma_resv_unlock(dmabuf->resv);
+
+	attach = dma_buf_attach(dmabuf, ctx->dev);
+	KUNIT_EXPECT_EQ(test, PTR_ERR_OR_ZERO(attach), -ENODEV);
+	KUNIT_EXPECT_EQ(test, attach_revocable(test, dmabuf, &late, true),
+			-ENODEV);
+
+	KUNIT_ASSERT_EQ(test, dmabuf_mock_restore(dmabuf), 0);
+	KUNIT_EXPECT_EQ(test, query(test, dmabuf).state, 0);
+	KUNIT_ASSERT_EQ(test, attach_revocable(test, dmabuf, &late, true), 0);
+	KUNIT_EXPECT_EQ(test, query(test, dmabuf).maps, 1);
+	release_importer(&late);
+	release_importer(&early);
+	KUNIT_EXPECT_EQ(test, query(test, dmabuf).attachments, 0);
+	dma_buf_put(dmabuf);
+}
+
+static void test_vmap(struct kunit *test)
+{
+	struct dma_buf *dmabuf = create(test, 2 * PAGE_SIZE, 0);
+	struct iosys_map map;
+	char holder[32] = "";
+	u8 byte;
+
+	KUNIT_ASSERT_EQ(test, dma_buf_vmap_unlocked(dmabuf, &map), 0);
+	KUNIT_EXPECT_FALSE(test, map.is_iomem);
+	KUNIT_EXPECT_EQ(test, query(test, dmabuf).vmaps, 1);
+	memset(map.vaddr + PAGE_SIZE, 0x5a, 1);
+	KUNIT_ASSERT_EQ(test, dmabuf_mock_access(dmabuf, PAGE_SIZE, &byte, 1,
+						 false), 0);
+	KUNIT_EXPECT_EQ(test, byte, 0x5a);
+
+	KUNIT_EXPECT_EQ(test, dmabuf_mock_revoke(dmabuf, 0, 20, holder,
+						 sizeof(holder)), -ETIMEDOUT);
+	KUNIT_EXPECT_STREQ(test, holder, "vmap");
+	dma_buf_vunmap_unlocked(dmabuf, &map);
+	KUNIT_EXPECT_EQ(test, dmabuf_mock_revoke(dmabuf, 0, 20, NULL, 0), 0);
+	/*
+	 * The exporter refuses a vmap of a revoked buffer. Ask it directly:
+	 * dma_buf_vmap() would also warn, since importers must not do that.
+	 */
+	dma_resv_lock(dmabuf->resv, NULL);
+	KUNIT_EXPECT_EQ(test, dmabuf->ops->vmap(dmabuf, &map), -ENODEV);
+	dma_resv_unlock(dmabuf->resv);
+	KUNIT_EXPECT_EQ(test, query(test, dmabuf).vmaps, 0);
+	dma_buf_put(dmabuf);
+}
+
+static void test_vmap_flags(struct kunit *test)
+{
+	struct dma_buf *novmap = create(test, PAGE_SIZE, DMABUF_MOCK_NO_VMAP);
+	struct dma_buf *iomem = create(test, PAGE_SIZE, DMABUF_MOCK_VMAP_IOMEM);
+	struct iosys_map map;
+
+	KUNIT_EXPECT_EQ(test, dma_buf_vmap_unlocked(novmap, &map), -EINVAL);
+	KUNIT_EXPECT_EQ(test, query(test, novmap).vmaps, 0);
+
+	KUNIT_ASSERT_EQ(test, dma_buf_vmap_unlocked(iomem, &map), 0);
+	KUNIT_EXPECT_TRUE(test, map.is_iomem);
+	dma_buf_vunmap_unlocked(iomem, &map);
+	KUNIT_EXPECT_EQ(test, query(test, iomem).vmaps, 0);
+	dma_buf_put(novmap);
+	dma_buf_put(iomem);
+}
+
+static void test_no_pin(struct kunit *test)
+{
+	struct dmabuf_mock_kunit *ctx = test->priv;
+	struct dma_buf *dmabuf = create(test, PAGE_SIZE, DMABUF_MOCK_NO_PIN);
+	struct dma_buf_attachment *attach;
+	struct fake_importer imp = {};
+	struct dmabuf_mock_query q;
+
+	KUNIT_EXPECT_EQ(test, attach_revocable(test, dmabuf, &imp, true),
+			-EOPNOTSUPP);
+	/* A static importer pins on map: the map fails and undoes itself. */
+	attach = dma_buf_attach(dmabuf, ctx->dev);
+	KUNIT_ASSERT_FALSE(test, IS_ERR(attach));
+	KUNIT_EXPECT_EQ(test,
+			PTR_ERR_OR_ZERO(dma_buf_map_attachment_unlocked(attach,
+									DMA_TO_DEVICE)),
+			-EOPNOTSUPP);
+	q = query(test, dmabuf);
+	KUNIT_EXPECT_EQ(test, q.pins, 0);
+	KUNIT_EXPECT_EQ(test, q.maps, 0);
+	KUNIT_EXPECT_EQ(test, q.attachments, 2);
+	dma_buf_detach(dmabuf, attach);
+	release_importer(&imp);
+	dma_buf_put(dmabuf);
+}
+
+static void test_scrub(struct kunit *test)
+{
+	struct dma_buf *poison = create(test, 2 * PAGE_SIZE, 0);
+	struct dma_buf *swapped = create(test, 2 * PAGE_SIZE, 0);
+	struct fake_importer imp = {};
+	u8 *buf;
+	size_t i;
+
+	buf = kunit_kzalloc(test, 2 * PAGE_SIZE, GFP_KERNEL);
+	KUNIT_ASSERT_NOT_NULL(test, buf);
+	memset(buf, 0x11, 2 * PAGE_SIZE);
+	KUNIT_ASSERT_EQ(test, dmabuf_mock_access(poison, 0, buf, 2 * PAGE_SIZE,
+						 true), 0);
+	KUNIT_ASSERT_EQ(test, dmabuf_mock_access(swapped, 0, buf,
+						 2 * PAGE_SIZE, true), 0);
+
+	KUNIT_ASSERT_EQ(test, attach_revocable(test, poison, &imp, true), 0);
+	KUNIT_EXPECT_EQ(test, dmabuf_mock_revoke(poison, DMABUF_MOCK_REVOKE_POISON,
+						 1000, NULL, 0), 0);
+	KUNIT_ASSERT_EQ(test, dmabuf_mock_access(poison, 0, buf,
+						 2 * PAGE_SIZE, false), 0);
+	for (i = 0; i < 2 * PAGE_SIZE; i++)
+		if (buf[i] != DMABUF_MOCK_POISON)
+			break;
+	KUNIT_EXPECT_EQ(test, i, 2 * PAGE_SIZE);
+	release_importer(&imp);
+
+	KUNIT_EXPECT_EQ(test, dmabuf_mock_revoke(swapped, DMABUF_MOCK_REVOKE_SWAP,
+						 1000, NULL, 0), 0);
+	KUNIT_ASSERT_EQ(test, dmabuf_mock_access(swapped, 0, buf,
+						 2 * PAGE_SIZE, false), 0);
+	for (i = 0; i < 2 * PAGE_SIZE; i++)
+		if (buf[i])
+			break;
+	KUNIT_EXPECT_EQ(test, i, 2 * PAGE_SIZE);
+
+	KUNIT_EXPECT_EQ(test, dmabuf_mock_revoke(swapped, DMABUF_MOCK_REVOKE_SWAP |
+						 DMABUF_MOCK_REVOKE_POISON,
+						 1000, NULL, 0), -EINVAL);
+	dma_buf_put(poison);
+	dma_buf_put(swapped);
+}
+
+static void test_bad_input(struct kunit *test)
+{
+	u8 byte;
+	struct dma_buf *dmabuf = create(test, PAGE_SIZE, 0);
+
+	KUNIT_EXPECT_EQ(test, PTR_ERR(dmabuf_mock_create(0, 0)), -EINVAL);
+	KUNIT_EXPECT_EQ(test, PTR_ERR(dmabuf_mock_create(PAGE_SIZE + 1, 0)),
+			-EINVAL);
+	KUNIT_EXPECT_EQ(test,
+			PTR_ERR(dmabuf_mock_create(DMABUF_MOCK_MAX_SIZE + PAGE_SIZE, 0)),
+			-EINVAL);
+	KUNIT_EXPECT_EQ(test, PTR_ERR(dmabuf_mock_create(PAGE_SIZE, 1U << 31)),
+			-EINVAL);
+	KUNIT_EXPECT_EQ(test, dmabuf_mock_revoke(dmabuf, 1U << 31, 0, NULL, 0),
+			-EINVAL);
+	KUNIT_EXPECT_EQ(test, dmabuf_mock_access(dmabuf, PAGE_SIZE, &byte, 1,
+						 false), -EINVAL);
+	KUNIT_EXPECT_EQ(test, dmabuf_mock_access(dmabuf, 1, &byte,
+						 U64_MAX, false), -EINVAL);
+	KUNIT_EXPECT_EQ(test, query(test, dmabuf).revokes, 0);
+	dma_buf_put(dmabuf);
+}
+
+static int dmabuf_mock_kunit_init(struct kunit *test)
+{
+	struct dmabuf_mock_kunit *ctx;
+
+	ctx = kunit_kzalloc(test, sizeof(*ctx), GFP_KERNEL);
+	KUNIT_ASSERT_NOT_NULL(test, ctx);
+	ctx->dev = kunit_device_register(test, "dmabuf_mock_kunit");
+	KUNIT_ASSERT_FALSE(test, IS_ERR(ctx->dev));
+	/* A device the DMA API can map for (dma-direct on a test machine). */
+	ctx->dev->dma_mask = &ctx->dev->coherent_dma_mask;
+	KUNIT_ASSERT_EQ(test, dma_set_mask_and_coherent(ctx->dev,
+							DMA_BIT_MASK(64)), 0);
+	dmabuf_mock_stats(&ctx->before);
+	test->priv = ctx;
+	return 0;
+}
+
+static void dmabuf_mock_kunit_exit(struct kunit *test)
+{
+	struct dmabuf_mock_kunit *ctx = test->priv;
+	struct dmabuf_mock_stats after;
+
+	/* dma_buf_put() from a kthread defers the final fput. */
+	flush_delayed_fput();
+	dmabuf_mock_stats(&after);
+	KUNIT_EXPECT_EQ_MSG(test, after.buffers, ctx->before.buffers,
+			    "buffers leaked");
+	KUNIT_EXPECT_EQ_MSG(test, after.pages, ctx->before.pages,
+			    "pages leaked");
+}
+
+static struct kunit_case dmabuf_mock_cases[] = {
+	KUNIT_CASE(test_revocable_pinned),
+	KUNIT_CASE(test_require_revocable),
+	KUNIT_CASE(test_static_importer_times_out),
+	KUNIT_CASE(test_attach_after_revoke),
+	KUNIT_CASE(test_vmap),
+	KUNIT_CASE(test_vmap_flags),
+	KUNIT_CASE(test_no_pin),
+	KUNIT_CASE(test_scrub),
+	KUNIT_CASE(test_bad_input),
+	{}
+};
+
+static struct kunit_suite dmabuf_mock_suite = {
+	.name = "dmabuf_mock",
+	.init = dmabuf_mock_kunit_init,
+	.exit = dmabuf_mock_kunit_exit,
+	.test_cases = dmabuf_mock_cases,
+};
+
+kunit_test_suite(dmabuf_mock_suite);
+
+MODULE_DESCRIPTION("KUnit tests for the dmabuf_mock exporter");
+MODULE_LICENSE("GPL");
+MODULE_IMPORT_NS("DMA_BUF");
+MODULE_IMPORT_NS("DMABUF_MOCK");
