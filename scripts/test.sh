@@ -49,15 +49,11 @@ single() {
 # itself (booted, no splat, no timeout, command exit 0) is one more result.
 guest() {
 	local kind=$1 name=guest-$1
-	local cmd="modprobe -a ib_core ib_uverbs rdma_ucm rdma_rxe dmabuf_mock;"
+	local kunit=
 	# KUnit suites run on kernels that have KUnit (the debug flavour).
-	if [ "$kind" = debug ]; then
-		cmd="$cmd $top/scripts/vm/kunit.sh $KUNIT_SUITES;"
-	fi
-	cmd="$cmd cd $top/build/kselftest && ./run_kselftest.sh -o 300"
-	for t in $KSELFTEST_RUN; do
-		case $t in *:*) cmd="$cmd -t $t" ;; *) cmd="$cmd -c $t" ;; esac
-	done
+	[ "$kind" = debug ] && kunit=$KUNIT_SUITES
+	local cmd="KSELFTEST_DIR=$top/build/kselftest KSELFTEST_RUN='$KSELFTEST_RUN'"
+	cmd="$cmd KUNIT_SUITES='$kunit' $top/scripts/vm/run-tests.sh"
 	if [ ! -x "$top/build/kselftest/run_kselftest.sh" ]; then
 		single "$name" "guest $kind: kselftests installed" false
 		return

@@ -35,5 +35,7 @@ for spec in "$@"; do
 	fi
 	grep -E '^    (not )?ok ' /tmp/kunit-$suite.ktap |
 		sed -E "s/^    (not ok|ok) [0-9]+ /kunit: \1 - $suite./"
-	modprobe -r "$mod"
+	# rmmod, not modprobe -r: that would also unload the modules the test
+	# module uses (dmabuf_mock), which later tests need.
+	rmmod "$mod"
 done

@@ -1,0 +1,25 @@
+#!/bin/bash
+# Runs in the guest (scripts/test.sh): load our modules, run the KUnit
+# suites (KUNIT_SUITES, "module:suite ..."), then the kselftests
+# (KSELFTEST_RUN, "collection" or "collection:test" ...) from KSELFTEST_DIR.
+# Exits non-zero if a module is missing or the kselftest runner fails.
+set -u
+here=$(cd "$(dirname "$0")" && pwd)
+rc=0
+modprobe -a ib_core ib_uverbs rdma_ucm rdma_rxe dmabuf_mock || rc=1
+if [ -n "${KUNIT_SUITES:-}" ]; then
+	# shellcheck disable=SC2086
+	"$here/kunit.sh" $KUNIT_SUITES
+fi
+# Our selftests skip without the mock, as they should on a user's machine;
+# here the mock must be loaded, so its absence fails the run.
+if [ ! -c /dev/dmabuf_mock ]; then
+	echo "guest: /dev/dmabuf_mock is missing before the kselftests"
+	rc=1
+fi
+args=()
+for t in $KSELFTEST_RUN; do
+	case $t in *:*) args+=(-t "$t") ;; *) args+=(-c "$t") ;; esac
+done
+cd "$KSELFTEST_DIR" && ./run_kselftest.sh -o 300 "${args[@]}" || rc=1
+exit $rc
