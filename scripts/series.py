@@ -122,8 +122,27 @@ def make_base(tree, base_src):
     git(tree, "tag", BASE_TAG)
 
 
-def stamp_path(tree):
-    return os.path.join(tree, ".git", "series-head")
+def read_state(tree):
+    """(HEAD, series digest) as the last tree or export left them."""
+    state = []
+    for name in ("series-head", "series-digest"):
+        path = os.path.join(tree, ".git", name)
+        value = ""
+        if os.path.exists(path):
+            with open(path) as f:
+                value = f.read().strip()
+        state.append(value)
+    return tuple(state)
+
+
+def record_state(tree, repo):
+    """Remember that tree's HEAD and the repo's series are in step."""
+    head = git(tree, "rev-parse", "HEAD").strip()
+    for name, value in (("series-head", head),
+                        ("series-digest", series_digest(repo))):
+        with open(os.path.join(tree, ".git", name), "w") as f:
+            f.write(value + "\n")
+    return head
 
 
 def apply_entry(repo, tree, patch, files):
@@ -190,28 +209,19 @@ def series_digest(repo):
 def cmd_tree(a):
     make_base(a.tree, a.base_src)
     head = git(a.tree, "rev-parse", "HEAD").strip()
-    digest = series_digest(a.repo)
-    dpath = os.path.join(a.tree, ".git", "series-digest")
-    known_digest = ""
-    if os.path.exists(dpath):
-        with open(dpath) as f:
-            known_digest = f.read().strip()
+    known, known_digest = read_state(a.tree)
     if not a.force:
         # Untracked files count: `git clean` below would delete them.
         if git(a.tree, "status", "--porcelain"):
             die(f"{a.tree} has uncommitted changes or untracked files: "
                 "commit and `make export`, or FORCE=1 to discard them")
-        known = ""
-        if os.path.exists(stamp_path(a.tree)):
-            with open(stamp_path(a.tree)) as f:
-                known = f.read().strip()
         if known and head != known:
             die(f"{a.tree} has commits that were not exported "
                 f"(HEAD {head[:12]}, last tree/export {known[:12]}): "
                 "`make export` first, or FORCE=1 to discard them")
         # Nothing changed since the last tree: leave the files (and the
         # kernel builds' timestamps) alone.
-        if known == head and known_digest == digest:
+        if known == head and known_digest == series_digest(a.repo):
             print(f"series: {a.tree} is up to date, HEAD {head[:12]}")
             return
     git(a.tree, "checkout", "-q", "-f", "-B", BRANCH, BASE_TAG)
@@ -219,11 +229,7 @@ def cmd_tree(a):
     entries = read_series(a.repo)
     for patch, files in entries:
         apply_entry(a.repo, a.tree, patch, files)
-    head = git(a.tree, "rev-parse", "HEAD").strip()
-    with open(stamp_path(a.tree), "w") as f:
-        f.write(head + "\n")
-    with open(dpath, "w") as f:
-        f.write(digest + "\n")
+    head = record_state(a.tree, a.repo)
     print(f"series: {a.tree}: {BASE_TAG} + {len(entries)} commits, "
           f"HEAD {head[:12]}")
 
@@ -308,11 +314,7 @@ def cmd_export(a):
         f.write("# patch [new files of ours that belong to the commit]\n")
         for line in lines:
             f.write(line + "\n")
-    head = git(a.tree, "rev-parse", "HEAD").strip()
-    with open(stamp_path(a.tree), "w") as f:
-        f.write(head + "\n")
-    with open(os.path.join(a.tree, ".git", "series-digest"), "w") as f:
-        f.write(series_digest(a.repo) + "\n")
+    record_state(a.tree, a.repo)
     print(f"series: exported {len(commits)} commits to {pdir}")
 
 
