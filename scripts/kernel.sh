@@ -19,6 +19,9 @@ debug) frags+=("$top/configs/debug.config") ;;
 *) echo "usage: kernel.sh base|debug" >&2; exit 2 ;;
 esac
 [ -f "$src/Makefile" ] || { echo "kernel: no tree at $src: run make tree" >&2; exit 1; }
+# One kernel build at a time on a 2-core machine.
+exec 9>"$top/build/.build.lock"
+flock -n 9 || { echo "kernel: waiting for another build to finish" >&2; flock 9; }
 
 export CCACHE_DIR=${CCACHE_DIR:-$top/build/ccache}
 export CCACHE_MAXSIZE=${CCACHE_MAXSIZE:-8G}

@@ -19,6 +19,10 @@ set -eu
 
 top=$(cd "$(dirname "$0")/.." && pwd)
 build=$top/build
+# One VM at a time on a 2-core machine: a second run waits for the first.
+mkdir -p "$build"
+exec 9>"$build/.vm.lock"
+flock -n 9 || { echo "vm: waiting for another VM to finish" >&2; flock 9; }
 kind=debian timeout=900 name=
 while getopts k:t:n: o; do
 	case $o in
