@@ -1,0 +1,225 @@
+// SPDX-License-Identifier: GPL-2.0 OR Linux-OpenIB
+/*
+ * dma-buf memory regions for soft-RoCE, revocable by the exporter.
+ *
+ * rxe moves data with the CPU, so it never DMA-maps a dma-buf: the core
+ * attaches for the ib_device's own struct device and pins without mapping
+ * (ib_umem_dmabuf_get_cpu_revocable_and_lock()), and rxe takes a kernel
+ * address with dma_buf_vmap(). An exporter without vmap, or whose vmap is
+ * I/O memory, cannot be copied from with memcpy() and is refused with
+ * -EOPNOTSUPP; memory only a peer device can reach is refused at attach
+ * (no allow_peer2peer).
+ *
+ * Revoke: every CPU access to the MR's memory (the requester reading a
+ * SEND or WRITE payload, the responder writing WRITE and SEND data, reading
+ * for READ responses, ATOMIC, ATOMIC WRITE and FLUSH, the completer writing
+ * READ and ATOMIC results) goes through rxe_dmabuf_mr_begin()/_end(), which
+ * hold dmabuf_sem for read and hand out the address only while the MR still
+ * has its mapping. The revoke callback takes dmabuf_sem for write, so it
+ * waits for a copy in progress; it then marks the MR invalid and forgets the
+ * address before it drops the vmap. When it returns no CPU access to the
+ * memory can follow. A reference count drain would not do: a QP keeps a
+ * reference to the MR of a multi-packet WRITE (qp->resp.mr) for as long as
+ * the message is incomplete, which the remote peer controls.
+ *
+ * The MR keeps its pool index, and with it its key, until it is
+ * deregistered, so no new MR can be handed the revoked key.
+ */
+
+#include <linux/dma-buf.h>
+#include <linux/dma-resv.h>
+
+#include "rxe.h"
+#include "rxe_loc.h"
+
+MODULE_IMPORT_NS("DMA_BUF");
+
+static void rxe_dmabuf_mr_revoke(void *priv)
+{
+	struct rxe_mr *mr = priv;
+	struct dma_buf *dmabuf = to_ib_umem_dmabuf(mr->umem)->attach->dmabuf;
+
+	dma_resv_assert_held(dmabuf->resv);
+
+	down_write(&mr->dmabuf_sem);
+	mr->state = RXE_MR_STATE_INVALID;
+	mr->dmabuf_vaddr = NULL;
+	up_write(&mr->dmabuf_sem);
+
+	dma_buf_vunmap(dmabuf, &mr->dmabuf_map);
+	iosys_map_clear(&mr->dmabuf_map);
+}
+
+int rxe_dmabuf_mr_init_user(struct rxe_dev *rxe, u64 offset, u64 length,
+			    u64 iova, int fd, int access, struct rxe_mr *mr)
+{
+	struct ib_umem_dmabuf *umem_dmabuf;
+	struct dma_buf *dmabuf;
+	struct iosys_map map;
+	int err;
+
+	/* Neither paged on demand nor persistent memory. */
+	if (access & (IB_ACCESS_ON_DEMAND | IB_ACCESS_FLUSH_PERSISTENT))
+		return -EOPNOTSUPP;
+
+	rxe_mr_init(access, mr);
+	init_rwsem(&mr->dmabuf_sem);
+
+	umem_dmabuf = ib_umem_dmabuf_get_cpu_revocable_and_lock(&rxe->ib_dev,
+								offset, length,
+								fd, access);
+	if (IS_ERR(umem_dmabuf)) {
+		err = PTR_ERR(umem_dmabuf);
+		rxe_dbg_mr(mr, "dma-buf import failed, err = %d\n", err);
+		return err;
+	}
+	dmabuf = umem_dmabuf->attach->dmabuf;
+
+	/* dma_buf_vmap() gives -EINVAL when the exporter has no vmap. */
+	err = dma_buf_vmap(dmabuf, &map);
+	if (err) {
+		rxe_dbg_mr(mr, "dma-buf vmap failed, err = %d\n", err);
+		if (err == -EINVAL)
+			err = -EOPNOTSUPP;
+		goto err_unlock;
+	}
+	if (map.is_iomem) {
+		rxe_dbg_mr(mr, "dma-buf is I/O memory, not copyable\n");
+		err = -EOPNOTSUPP;
+		goto err_vunmap;
+	}
+
+	mr->dmabuf_map = map;
+	mr->dmabuf_vaddr = map.vaddr + offset;
+	mr->umem = &umem_dmabuf->umem;
+	mr->ibmr.type = IB_MR_TYPE_USER;
+	mr->ibmr.length = length;
+	mr->ibmr.iova = iova;
+	mr->state = RXE_MR_STATE_VALID;
+
+	ib_umem_dmabuf_set_revoke_locked(umem_dmabuf, rxe_dmabuf_mr_revoke, mr);
+	dma_resv_unlock(dmabuf->resv);
+	return 0;
+
+err_vunmap:
+	dma_buf_vunmap(dmabuf, &map);
+err_unlock:
+	dma_resv_unlock(dmabuf->resv);
+	ib_umem_release(&umem_dmabuf->umem);
+	return err;
+}
+
+/*
+ * The one way to the memory of a dma-buf MR: returns the kernel address of
+ * @iova with dmabuf_sem held for read, or NULL once the MR is revoked. The
+ * caller has checked the range and calls rxe_dmabuf_mr_end() when done.
+ */
+static void *rxe_dmabuf_mr_begin(struct rxe_mr *mr, u64 iova)
+	__acquires(&mr->dmabuf_sem)
+{
+	down_read(&mr->dmabuf_sem);
+	if (unlikely(!mr->dmabuf_vaddr))
+		return NULL;
+	return mr->dmabuf_vaddr + (iova - mr->ibmr.iova);
+}
+
+static void rxe_dmabuf_mr_end(struct rxe_mr *mr)
+	__releases(&mr->dmabuf_sem)
+{
+	up_read(&mr->dmabuf_sem);
+}
+
+int rxe_dmabuf_mr_copy(struct rxe_mr *mr, u64 iova, void *addr,
+		       unsigned int length, enum rxe_mr_copy_dir dir)
+{
+	u8 *va = rxe_dmabuf_mr_begin(mr, iova);
+	int err = 0;
+
+	if (unlikely(!va)) {
+		rxe_dbg_mr(mr, "access after revoke\n");
+		err = -EFAULT;
+	} else if (dir == RXE_TO_MR_OBJ) {
+		memcpy(va, addr, length);
+	} else {
+		memcpy(addr, va, length);
+	}
+	rxe_dmabuf_mr_end(mr);
+	return err;
+}
+
+enum resp_states rxe_dmabuf_mr_atomic_op(struct rxe_mr *mr, u64 iova,
+					 int opcode, u64 compare,
+					 u64 swap_add, u64 *orig_val)
+{
+	enum resp_states ret = RESPST_NONE;
+	u64 value;
+	u64 *va;
+
+	if (mr_check_range(mr, iova, sizeof(value)))
+		return RESPST_ERR_RKEY_VIOLATION;
+
+	va = rxe_dmabuf_mr_begin(mr, iova);
+	if (unlikely(!va)) {
+		ret = RESPST_ERR_RKEY_VIOLATION;
+		goto out;
+	}
+	if (unlikely((uintptr_t)va & 7)) {
+		ret = RESPST_ERR_MISALIGNED_ATOMIC;
+		goto out;
+	}
+
+	spin_lock_bh(&atomic_ops_lock);
+	value = *va;
+	*orig_val = value;
+	if (opcode == IB_OPCODE_RC_COMPARE_SWAP) {
+		if (value == compare)
+			*va = swap_add;
+	} else {
+		*va = value + swap_add;
+	}
+	spin_unlock_bh(&atomic_ops_lock);
+out:
+	rxe_dmabuf_mr_end(mr);
+	return ret;
+}
+
+enum resp_states rxe_dmabuf_mr_atomic_write(struct rxe_mr *mr, u64 iova,
+					    u64 value)
+{
+	enum resp_states ret = RESPST_NONE;
+	u64 *va;
+
+	/* See IBA oA19-28 */
+	if (mr_check_range(mr, iova, sizeof(value)))
+		return RESPST_ERR_RKEY_VIOLATION;
+
+	va = rxe_dmabuf_mr_begin(mr, iova);
+	if (unlikely(!va)) {
+		ret = RESPST_ERR_RKEY_VIOLATION;
+		goto out;
+	}
+	/* See IBA A19.4.2 */
+	if (unlikely((uintptr_t)va & 7)) {
+		ret = RESPST_ERR_MISALIGNED_ATOMIC;
+		goto out;
+	}
+	/* Do atomic write after all prior operations have completed */
+	smp_store_release(va, value);
+out:
+	rxe_dmabuf_mr_end(mr);
+	return ret;
+}
+
+int rxe_dmabuf_mr_flush(struct rxe_mr *mr, u64 iova, unsigned int type)
+{
+	void *va = rxe_dmabuf_mr_begin(mr, iova);
+	int err = 0;
+
+	/* A dma-buf is never persistent memory. */
+	if (unlikely(!va) || (type & IB_FLUSH_PERSISTENT))
+		err = -EFAULT;
+	else
+		wmb();	/* global visibility of what was written before */
+	rxe_dmabuf_mr_end(mr);
+	return err;
+}
