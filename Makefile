@@ -12,7 +12,7 @@ KSELFTEST_TARGETS ?= rdma drivers/dma-buf
 export KSELFTEST_TARGETS
 
 .PHONY: help deps fetch tree export series modules kernel kernel-debug \
-	kselftest demo vm test check clean
+	kselftest rdma-core demo vm test check clean
 
 help:
 	@sed -n 's/^## //p' $(MAKEFILE_LIST)
@@ -59,6 +59,11 @@ kselftest: tree
 	$(MAKE) -s -C $(B)/linux/tools/testing/selftests \
 		TARGETS="$(KSELFTEST_TARGETS)" O=$(B)/kselftest-build \
 		INSTALL_PATH=$(B)/kselftest install >/dev/null
+
+## rdma-core     rdma-core's rxe provider + libibverbs with rdma-core/patches
+##               (ibv_reg_dmabuf_mr on rxe; the guests use it when built)
+rdma-core:
+	scripts/rdma-core.sh
 
 ## demo          boot Debian's 7.3 in QEMU with our modules, RDMA over rxe
 demo: modules
