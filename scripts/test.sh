@@ -6,13 +6,14 @@
 # failed.
 #
 # usage: scripts/test.sh [STEP...]   (default: all steps, in order)
-#   steps: series oot kselftest kernels lint guest-debian guest-base guest-debug
+#   steps: series oot kselftest kernels lint rdma-core guest-debian guest-base
+#          guest-debug
 set -u
 
 top=$(cd "$(dirname "$0")/.." && pwd)
 res=$top/build/results
 mkdir -p "$res"
-steps=${*:-series oot kselftest kernels lint guest-debian guest-base guest-debug}
+steps=${*:-series oot kselftest kernels lint rdma-core guest-debian guest-base guest-debug}
 export KSELFTEST_TARGETS=${KSELFTEST_TARGETS:-rdma drivers/dma-buf}
 # What the guests run: kselftest collections, or COLLECTION:TEST. Not
 # drivers/dma-buf:udmabuf, upstream's, which needs 2 GiB of 2 MiB huge
@@ -106,6 +107,14 @@ for step in $steps; do
 	kselftest)
 		log "build: kselftests ($KSELFTEST_TARGETS) from the patched tree"
 		single build-kselftest "build: kselftests" make -s -C "$top" kselftest
+		;;
+	rdma-core)
+		# The guests use it when built, the distro's provider otherwise
+		# (scripts/vm/guest-init): a failure here is not hidden by them.
+		log "build: rdma-core rxe provider with rdma-core/patches"
+		single build-rdma-core "build: rdma-core rxe provider + libibverbs (rdma-core/patches)" \
+			"$top/scripts/rdma-core.sh" ||
+			echo "# rdma-core: build failed (log: $res/build-rdma-core.log); the guests fall back to the distro's rxe provider"
 		;;
 	guest-debian)
 		log "guest: Debian 7.3 kernel + our out-of-tree modules"
