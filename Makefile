@@ -12,7 +12,7 @@ KSELFTEST_TARGETS ?= rdma drivers/dma-buf
 export KSELFTEST_TARGETS
 
 .PHONY: help deps fetch tree export series modules kernel kernel-debug \
-	kselftest rdma-core demo vm test check clean
+	kselftest rdma-core userspace demo vm test check clean
 
 help:
 	@sed -n 's/^## //p' $(MAKEFILE_LIST)
@@ -65,8 +65,16 @@ kselftest: tree
 rdma-core:
 	scripts/rdma-core.sh
 
-## demo          boot Debian's 7.3 in QEMU with our modules, RDMA over rxe
-demo: modules
+## userspace     project tools in userspace/ (C++17): build/userspace/
+USERSPACE_BINS := $(B)/userspace/revoke_demo
+userspace: $(USERSPACE_BINS)
+$(B)/userspace/%: userspace/%.cpp drivers/dma-buf/dmabuf_mock.h
+	@mkdir -p $(@D)
+	g++ -std=c++17 -O2 -Wall -Wextra -Werror -o $@ $< -libverbs
+
+## demo          boot Debian's 7.3 in QEMU with our modules: the revoke demo
+##               (dma-buf MR on rxe, traffic, revoke, the peer's error)
+demo: modules rdma-core userspace
 	scripts/vm.sh -n demo -t 600 -- $(TOP)/scripts/vm/demo.sh
 
 ## vm            boot a guest and run CMD (KERNEL=debian|base|debug)

@@ -1,15 +1,19 @@
 #!/bin/bash
 # Runs in the guest (make demo): two soft-RoCE devices in two network
 # namespaces joined by a veth pair, RDMA traffic between them through the
-# modules this project builds. The guest has no network device to the
-# outside (QEMU -nodefaults, no -netdev): these addresses never leave it.
+# modules this project builds, then the revoke demo: a dma-buf registered
+# with plain ibv_reg_dmabuf_mr, data moved, the exporter revokes, the peer's
+# next access fails and the exporter's counters are back at zero.
+# The guest has no network device to the outside (QEMU -nodefaults, no
+# -netdev): these addresses never leave it.
 set -eu
+top=$(cd "$(dirname "$0")/../.." && pwd)
 
 say() { printf '\n== %s\n' "$*"; }
 
 say "kernel $(uname -r); RDMA modules loaded from:"
-modprobe -a rdma_rxe ib_uverbs rdma_ucm
-for m in ib_core ib_uverbs rdma_ucm rdma_rxe; do
+modprobe -a rdma_rxe ib_uverbs rdma_ucm dmabuf_mock
+for m in ib_core ib_uverbs rdma_ucm rdma_rxe dmabuf_mock; do
 	printf '  %-10s %s\n' "$m" "$(modinfo -n "$m")"
 done
 
@@ -29,6 +33,9 @@ ip netns exec ra rdma link add rxa type rxe netdev rva
 ip netns exec rb rdma link add rxb type rxe netdev rvb
 rdma link show
 ibv_devices
+
+say "revoke demo: dma-buf MR on rxa, traffic from rxb, the exporter revokes"
+"$top/build/userspace/revoke_demo" rxa rxb
 
 say "ibv_rc_pingpong rxa <-> rxb, RC SEND/RECV, contents checked (-c)"
 ip netns exec ra ibv_rc_pingpong -d rxa -g 1 -n 100 -s 4096 -c > /tmp/server.log 2>&1 &
