@@ -14,6 +14,9 @@
  * Runs on any RDMA device: RDMA_DEV (else the first one), port RDMA_PORT
  * (else 1), GID RDMA_GID_INDEX (else the first RoCE v2 IPv4 GID; LIDs on
  * InfiniBand), and RDMA_PEER_DEV for the tests between two devices.
+ * MRs are registered with ibv_reg_dmabuf_mr(), or with the raw uverbs
+ * ioctl when the provider has none (or DMABUF_MR_RAW is set, to test that
+ * path with a provider that has it).
  * rxe_dmabuf_mr.sh sets up two rxe devices, the peer in another network
  * namespace. Every test checks in its teardown that the mock holds exactly
  * the buffers and pages it held before.
@@ -1360,10 +1363,15 @@ static void env_probe_mr(int mock)
 		goto out;
 	}
 	env.path = "ibv_reg_dmabuf_mr()";
-	ret = _test_reg_dmabuf_mr(&s, fd, 0, page_size, DMABUF_MR_IOVA,
-				  DMABUF_MR_ACCESS, &m);
+	ret = -1;
+	errno = EOPNOTSUPP;
+	if (!getenv("DMABUF_MR_RAW"))
+		ret = _test_reg_dmabuf_mr(&s, fd, 0, page_size, DMABUF_MR_IOVA,
+					  DMABUF_MR_ACCESS, &m);
 	if (ret && errno == EOPNOTSUPP) {
-		env.path = "the raw REG_DMABUF_MR ioctl (provider has no reg_dmabuf_mr)";
+		env.path = getenv("DMABUF_MR_RAW") ?
+			"the raw REG_DMABUF_MR ioctl (DMABUF_MR_RAW is set)" :
+			"the raw REG_DMABUF_MR ioctl (provider has no reg_dmabuf_mr)";
 		dmabuf_mr_raw = true;
 		if (s.d.driver_id == UINT32_MAX) {
 			snprintf(env.fail, sizeof(env.fail),
