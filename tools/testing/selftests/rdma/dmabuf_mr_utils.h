@@ -134,19 +134,26 @@ static inline int raw_ioctl(struct ibv_context *ctx, uint32_t driver_id,
 }
 
 /*
- * libibverbs keeps the driver id to itself: find it with a query that has
- * no mandatory attribute and no side effect. rxe first, then all of them.
+ * libibverbs keeps the driver id to itself. The kernel checks it before
+ * anything else and refuses a wrong one with EINVAL; with the right one a
+ * context query succeeds, or fails otherwise (EOPNOTSUPP from a driver
+ * without query_ucontext, as rxe). No side effect either way.
  */
+static inline bool raw_driver_id_is(struct ibv_context *ctx, uint32_t id)
+{
+	return !raw_ioctl(ctx, id, UVERBS_OBJECT_DEVICE,
+			  UVERBS_METHOD_QUERY_CONTEXT, NULL, 0) ||
+	       errno != EINVAL;
+}
+
 static inline uint32_t raw_driver_id(struct ibv_context *ctx)
 {
 	uint32_t id;
 
-	if (!raw_ioctl(ctx, RDMA_DRIVER_RXE, UVERBS_OBJECT_DEVICE,
-		       UVERBS_METHOD_QUERY_CONTEXT, NULL, 0))
+	if (raw_driver_id_is(ctx, RDMA_DRIVER_RXE))
 		return RDMA_DRIVER_RXE;
 	for (id = 0; id < 64; id++)
-		if (!raw_ioctl(ctx, id, UVERBS_OBJECT_DEVICE,
-			       UVERBS_METHOD_QUERY_CONTEXT, NULL, 0))
+		if (raw_driver_id_is(ctx, id))
 			return id;
 	return UINT32_MAX;
 }
