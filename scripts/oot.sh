@@ -6,13 +6,28 @@
 #   KDIR=...   kernel build dir to build against (default: Debian's 7.3
 #              headers from `make fetch`, made usable on bookworm first)
 #   OOT_W=1    pass W=1; OOT_C=1 run sparse (C=1) on what is rebuilt
-# Output: build/oot/out/**/*.ko and build/oot/modules.list
+#   OOT_HW=1   also build the hardware drivers the series changes (mlx5,
+#              efa, bnxt_re, mana, ionic): compile tests, never loaded
+#   OOT_TREE=build/NAME   build another work tree of the series (a git
+#              worktree under build/); output then in build/oot/out-NAME
+# Output: build/oot/out/**/*.ko and build/oot/modules.list (OOT_HW=1:
+# build/oot/out-hw, build/oot/out-hw.list)
 set -eu
 
 top=$(cd "$(dirname "$0")/.." && pwd)
 build=$top/build
-tree=$build/linux
+rel=${OOT_TREE:-build/linux}
+case $rel in build/*) ;; *) echo "oot: OOT_TREE must be under build/" >&2; exit 2 ;; esac
+tree=$top/$rel
 oot=$build/oot
+outdir=$oot/out
+[ "$rel" = build/linux ] || outdir=$oot/out-${rel#build/}
+dirs="drivers/infiniband/core drivers/infiniband/sw/rxe drivers/dma-buf"
+hw="drivers/infiniband/hw/mlx5 drivers/infiniband/hw/efa drivers/infiniband/hw/bnxt_re drivers/infiniband/hw/mana drivers/infiniband/hw/ionic"
+if [ "${OOT_HW:-0}" = 1 ]; then
+	dirs="$dirs $hw"
+	outdir=$outdir-hw
+fi
 [ -f "$tree/Makefile" ] || { echo "oot: no tree at $tree: run make tree" >&2; exit 1; }
 
 # Debian's headers need three changes to build modules here (pipeline.md):
@@ -69,6 +84,7 @@ fi
 # Headers the series changes or adds must win over the headers package's:
 # stage each one (and nothing else) in a directory searched first.
 inc=$oot/include
+[ "$rel" = build/linux ] || inc=$outdir-include
 rm -rf "$inc"
 mkdir -p "$inc/std" "$inc/uapi"
 changed=$(git -C "$tree" diff --name-only --diff-filter=AMR v7.3-base -- include/ arch/x86/include/ 2>/dev/null || true)
@@ -97,6 +113,9 @@ done
 # (TRACE_INCLUDE_PATH ../../drivers/infiniband/core): searched last, this
 # resolves them in the patched tree instead of the headers package.
 trace_inc="-idirafter $tree/include/trace"
+# bnxt_re and ionic find their Ethernet drivers' headers through $(srctree),
+# which here is the headers package: give them the tree's, searched last.
+[ "${OOT_HW:-0}" = 1 ] && trace_inc="$trace_inc -idirafter $tree/drivers/net/ethernet/broadcom/bnxt -idirafter $tree/drivers/net/ethernet/pensando/ionic"
 
 # Symbols the series adds: on for kbuild (make variable) and for the C
 # preprocessor (IS_ENABLED() sees CONFIG_X_MODULE).
@@ -109,8 +128,11 @@ while IFS== read -r sym val; do
 done < "$top/configs/oot.config"
 [ "${OOT_W:-0}" = 1 ] && flags+=(W=1)
 [ "${OOT_C:-0}" = 1 ] && flags+=(C=1)
-mkdir -p "$oot/out"
-make -C "$kdir" M="$top" MO="$oot/out" -j"$(nproc)" "${extra[@]}" \
+mkdir -p "$outdir"
+make -C "$kdir" M="$top" MO="$outdir" -j"$(nproc)" "${extra[@]}" \
+	OOT_TREE="$rel" OOT_DIRS="$dirs" \
 	NOSTDINC_FLAGS="-I$inc/std -I$inc/uapi $trace_inc$cppflags" "${flags[@]}" "$@" modules
-(cd "$oot/out" && find . -name '*.ko' | sort) > "$oot/modules.list"
-echo "oot: $(wc -l < "$oot/modules.list") modules in $oot/out (against $kdir)"
+list=$oot/modules.list
+[ "$outdir" = "$oot/out" ] || list=$outdir.list
+(cd "$outdir" && find . -name '*.ko' | sort) > "$list"
+echo "oot: $(wc -l < "$list") modules in $outdir (against $kdir)"
