@@ -8,6 +8,7 @@
 #   OOT_W=1    pass W=1; OOT_C=1 run sparse (C=1) on what is rebuilt
 #   OOT_HW=1   also build the hardware drivers the series changes (mlx5,
 #              efa, bnxt_re, mana, ionic): compile tests, never loaded
+#   OOT_DIRS="dir ..."  build only these directories of the tree
 #   OOT_TREE=build/NAME   build another work tree of the series (a git
 #              worktree under build/); output then in build/oot/out-NAME
 # Output: build/oot/out/**/*.ko and build/oot/modules.list (OOT_HW=1:
@@ -28,6 +29,8 @@ if [ "${OOT_HW:-0}" = 1 ]; then
 	dirs="$dirs $hw"
 	outdir=$outdir-hw
 fi
+# OOT_DIRS="drivers/infiniband/core drivers/infiniband/hw/efa": just those.
+dirs=${OOT_DIRS:-$dirs}
 [ -f "$tree/Makefile" ] || { echo "oot: no tree at $tree: run make tree" >&2; exit 1; }
 
 # Debian's headers need three changes to build modules here (pipeline.md):
