@@ -12,7 +12,7 @@ KSELFTEST_TARGETS ?= rdma drivers/dma-buf
 export KSELFTEST_TARGETS
 
 .PHONY: help deps fetch tree export series modules kernel kernel-debug \
-	kselftest rdma-core userspace demo vm test check clean
+	kselftest rdma-core userspace demo vm test check bisect-check clean
 
 help:
 	@sed -n 's/^## //p' $(MAKEFILE_LIST)
@@ -88,6 +88,11 @@ test: deps-check tree
 ## check         host-only tests (series round trip, checkpatch, git am)
 check: tree
 	scripts/test.sh series
+
+## bisect-check  build every commit of the series alone (oot modules with
+##               the hardware drivers, selftests); not part of `make test`
+bisect-check: tree
+	scripts/bisect-check.sh
 
 .PHONY: deps-check
 deps-check:

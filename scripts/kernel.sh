@@ -5,6 +5,8 @@
 # usage: scripts/kernel.sh base|debug
 #   base:  allnoconfig + configs/base.config + configs/rdma.config
 #   debug: the same + configs/debug.config (KASAN, lockdep, kmemleak, ...)
+#          + configs/hw.config (the RDMA hardware drivers the series
+#          changes, compile tests only)
 # Output: build/kbuild-FLAVOUR/{arch/x86/boot/bzImage,mod-root/}
 set -eu
 
@@ -15,7 +17,7 @@ out=$top/build/kbuild-$flavour
 frags=("$top/configs/base.config" "$top/configs/rdma.config")
 case $flavour in
 base) ;;
-debug) frags+=("$top/configs/debug.config") ;;
+debug) frags+=("$top/configs/debug.config" "$top/configs/hw.config") ;;
 *) echo "usage: kernel.sh base|debug" >&2; exit 2 ;;
 esac
 [ -f "$src/Makefile" ] || { echo "kernel: no tree at $src: run make tree" >&2; exit 1; }
