@@ -54,9 +54,9 @@ result "in-tree W=1 + sparse: ${#objs[@]} objects" "$tmp/intree"
 for f in "${files[@]}"; do
 	case $f in *.c) touch "$tree/$f" ;; esac
 done
-OOT_W=1 "$top/scripts/oot.sh" > "$tmp/oot.log" 2>&1 || echo "oot build failed" >> "$tmp/oot.log"
+OOT_HW=1 OOT_W=1 "$top/scripts/oot.sh" > "$tmp/oot.log" 2>&1 || echo "oot build failed" >> "$tmp/oot.log"
 grep -E "($pat).*(warning|error):|failed" "$tmp/oot.log" > "$tmp/oot" || true
-result "out-of-tree W=1: our files" "$tmp/oot"
+result "out-of-tree W=1 (hardware drivers included): our files" "$tmp/oot"
 
 (cd "$tree" && PATH=/usr/bin:$PATH ./scripts/kernel-doc -none -Wall "${files[@]}") \
 	> "$tmp/kdoc" 2>&1
