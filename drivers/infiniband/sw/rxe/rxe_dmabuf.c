@@ -147,38 +147,46 @@ int rxe_dmabuf_mr_copy(struct rxe_mr *mr, u64 iova, void *addr,
 	return err;
 }
 
+/*
+ * As rxe_dmabuf_mr_begin(), for the aligned 8 bytes an atomic works on:
+ * RESPST_NONE with *va set, or the error to answer. Either way the caller
+ * calls rxe_dmabuf_mr_end().
+ */
+static enum resp_states rxe_dmabuf_mr_begin_atomic(struct rxe_mr *mr,
+						   u64 iova, u64 **va)
+	__acquires(&mr->dmabuf_sem)
+{
+	*va = rxe_dmabuf_mr_begin(mr, iova);
+	/* See IBA oA19-28 */
+	if (unlikely(!*va) || mr_check_range(mr, iova, sizeof(**va)))
+		return RESPST_ERR_RKEY_VIOLATION;
+	/* See IBA A19.4.2 */
+	if (unlikely((uintptr_t)*va & 7))
+		return RESPST_ERR_MISALIGNED_ATOMIC;
+	return RESPST_NONE;
+}
+
 enum resp_states rxe_dmabuf_mr_atomic_op(struct rxe_mr *mr, u64 iova,
 					 int opcode, u64 compare,
 					 u64 swap_add, u64 *orig_val)
 {
-	enum resp_states ret = RESPST_NONE;
+	enum resp_states ret;
 	u64 value;
 	u64 *va;
 
-	if (mr_check_range(mr, iova, sizeof(value)))
-		return RESPST_ERR_RKEY_VIOLATION;
-
-	va = rxe_dmabuf_mr_begin(mr, iova);
-	if (unlikely(!va)) {
-		ret = RESPST_ERR_RKEY_VIOLATION;
-		goto out;
+	ret = rxe_dmabuf_mr_begin_atomic(mr, iova, &va);
+	if (ret == RESPST_NONE) {
+		spin_lock_bh(&atomic_ops_lock);
+		value = *va;
+		*orig_val = value;
+		if (opcode == IB_OPCODE_RC_COMPARE_SWAP) {
+			if (value == compare)
+				*va = swap_add;
+		} else {
+			*va = value + swap_add;
+		}
+		spin_unlock_bh(&atomic_ops_lock);
 	}
-	if (unlikely((uintptr_t)va & 7)) {
-		ret = RESPST_ERR_MISALIGNED_ATOMIC;
-		goto out;
-	}
-
-	spin_lock_bh(&atomic_ops_lock);
-	value = *va;
-	*orig_val = value;
-	if (opcode == IB_OPCODE_RC_COMPARE_SWAP) {
-		if (value == compare)
-			*va = swap_add;
-	} else {
-		*va = value + swap_add;
-	}
-	spin_unlock_bh(&atomic_ops_lock);
-out:
 	rxe_dmabuf_mr_end(mr);
 	return ret;
 }
@@ -186,26 +194,13 @@ out:
 enum resp_states rxe_dmabuf_mr_atomic_write(struct rxe_mr *mr, u64 iova,
 					    u64 value)
 {
-	enum resp_states ret = RESPST_NONE;
+	enum resp_states ret;
 	u64 *va;
 
-	/* See IBA oA19-28 */
-	if (mr_check_range(mr, iova, sizeof(value)))
-		return RESPST_ERR_RKEY_VIOLATION;
-
-	va = rxe_dmabuf_mr_begin(mr, iova);
-	if (unlikely(!va)) {
-		ret = RESPST_ERR_RKEY_VIOLATION;
-		goto out;
-	}
-	/* See IBA A19.4.2 */
-	if (unlikely((uintptr_t)va & 7)) {
-		ret = RESPST_ERR_MISALIGNED_ATOMIC;
-		goto out;
-	}
+	ret = rxe_dmabuf_mr_begin_atomic(mr, iova, &va);
 	/* Do atomic write after all prior operations have completed */
-	smp_store_release(va, value);
-out:
+	if (ret == RESPST_NONE)
+		smp_store_release(va, value);
 	rxe_dmabuf_mr_end(mr);
 	return ret;
 }
