@@ -198,9 +198,11 @@ enum resp_states rxe_dmabuf_mr_atomic_write(struct rxe_mr *mr, u64 iova,
 	u64 *va;
 
 	ret = rxe_dmabuf_mr_begin_atomic(mr, iova, &va);
+	if (ret != RESPST_NONE)
+		goto out;
 	/* Do atomic write after all prior operations have completed */
-	if (ret == RESPST_NONE)
-		smp_store_release(va, value);
+	smp_store_release(va, value);
+out:
 	rxe_dmabuf_mr_end(mr);
 	return ret;
 }
