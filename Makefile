@@ -41,7 +41,8 @@ series: tree
 	scripts/series-check.sh
 
 ## modules       out-of-tree build of our modules against Debian's headers
-##               (KDIR=... for another kernel; W=1 / C=1 via OOT_W, OOT_C)
+##               (KDIR=... for another kernel; W=1 / C=1 via OOT_W, OOT_C;
+##               OOT_HW=1 adds the hardware drivers, compile tests)
 modules: tree
 	scripts/oot.sh
 
@@ -50,6 +51,7 @@ kernel: tree
 	scripts/kernel.sh base
 
 ## kernel-debug  in-tree kernel with KASAN, lockdep, kmemleak, KUnit, ...
+##               and the hardware drivers the series changes (hw.config)
 kernel-debug: tree
 	scripts/kernel.sh debug
 
