@@ -94,7 +94,14 @@ changed=$(git -C "$tree" diff --name-only --diff-filter=AMR v7.3-base -- include
 changed="$changed $(git -C "$tree" ls-files --others --exclude-standard -- include/ 2>/dev/null || true)"
 for f in $changed; do
 	case $f in
-	include/uapi/*) d=$inc/uapi/${f#include/uapi/} ;;
+	include/uapi/*)
+		# <uapi/...> from the kernel header of the same name; <...>
+		# only when no kernel header has that name (rdma/rdma_netlink.h
+		# has both: the kernel one must win).
+		mkdir -p "$(dirname "$inc/std/${f#include/}")"
+		ln -sf "$tree/$f" "$inc/std/${f#include/}"
+		[ -e "$tree/include/${f#include/uapi/}" ] && continue
+		d=$inc/uapi/${f#include/uapi/} ;;
 	include/*) d=$inc/std/${f#include/} ;;
 	*) echo "oot: warning: $f changed; arch headers are not staged" >&2; continue ;;
 	esac
