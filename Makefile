@@ -12,7 +12,7 @@ KSELFTEST_TARGETS ?= rdma drivers/dma-buf
 export KSELFTEST_TARGETS
 
 .PHONY: help deps fetch tree export series modules kernel kernel-debug \
-	kselftest rdma-core userspace demo vm test check bisect-check clean
+	kselftest rdma-core iproute2 userspace demo vm test check bisect-check clean
 
 help:
 	@sed -n 's/^## //p' $(MAKEFILE_LIST)
@@ -66,6 +66,11 @@ kselftest: tree
 ##               (ibv_reg_dmabuf_mr on rxe; the guests use it when built)
 rdma-core:
 	scripts/rdma-core.sh
+
+## iproute2      iproute2's rdma tool with iproute2/patches (`rdma resource
+##               show mr` shows dma-buf MRs and revoke; the guests use it)
+iproute2:
+	scripts/iproute2.sh
 
 ## userspace     project tools in userspace/ (C++17): build/userspace/
 USERSPACE_BINS := $(B)/userspace/revoke_demo
