@@ -138,7 +138,15 @@ while IFS== read -r sym val; do
 done < "$top/configs/oot.config"
 [ "${OOT_W:-0}" = 1 ] && flags+=(W=1)
 [ "${OOT_C:-0}" = 1 ] && flags+=(C=1)
+# Objects depend on the header files they were compiled against: one the
+# series starts to change gets staged under a new path, which make cannot
+# know about. Start over when the staged set (or the kernel) changed.
+stamp=$(cd "$inc" && { find . -type l | sort; echo "$kdir"; })
+if [ "$(cat "$outdir.staged" 2>/dev/null)" != "$stamp" ]; then
+	rm -rf "$outdir"
+fi
 mkdir -p "$outdir"
+printf '%s\n' "$stamp" > "$outdir.staged"
 make -C "$kdir" M="$top" MO="$outdir" -j"$(nproc)" "${extra[@]}" \
 	OOT_TREE="$rel" OOT_DIRS="$dirs" \
 	NOSTDINC_FLAGS="-I$inc/std -I$inc/uapi $trace_inc$cppflags" "${flags[@]}" "$@" modules
