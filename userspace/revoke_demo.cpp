@@ -11,6 +11,15 @@
 // Exits 0 only if every step did what it should.
 //
 // usage: revoke_demo DEVICE PEER_DEVICE   (e.g. rxa rxb)
+//        revoke_demo --hold DEVICE
+//
+// --hold registers a 1 MiB dmabuf_mock buffer on DEVICE, and a plain 4 KiB
+// MR next to it, prints "hold: registered lkey=N plain_lkey=N" and then
+// goes one step further at each line read from stdin: the exporter revokes
+// ("hold: revoked"), the dma-buf MR is deregistered ("hold: deregistered"),
+// then it exits. Scripts look at the MR between the steps (rdma resource
+// show mr; scripts/vm/rdma-tool-check.sh). Every line it prints starts
+// with "hold: "; a failure is "hold: error: ..." and a non-zero exit.
 
 #include <infiniband/verbs.h>
 
@@ -136,6 +145,23 @@ void print_query(const dmabuf_mock_query &q)
 	    q.attachments, q.pins, q.maps, q.vmaps, q.invalidates);
 }
 
+ibv_context *open_device(const char *name)
+{
+	int n;
+	ibv_context *ctx = nullptr;
+	ibv_device **list = ibv_get_device_list(&n);
+
+	if (!list)
+		fail("ibv_get_device_list", errno);
+	for (int i = 0; i < n && !ctx; i++)
+		if (!std::strcmp(ibv_get_device_name(list[i]), name))
+			ctx = ibv_open_device(list[i]);
+	ibv_free_device_list(list);
+	if (!ctx)
+		fail(std::string("no RDMA device ") + name);
+	return ctx;
+}
+
 // One RC QP on one device, its PD and CQ, and the RoCE v2 IPv4 GID to use.
 struct End {
 	ibv_context *ctx = nullptr;
@@ -145,19 +171,8 @@ struct End {
 	int gid_index = -1;
 	ibv_gid gid{};
 
-	explicit End(const char *name)
+	explicit End(const char *name) : ctx(open_device(name))
 	{
-		int n;
-		ibv_device **list = ibv_get_device_list(&n);
-
-		if (!list)
-			fail("ibv_get_device_list", errno);
-		for (int i = 0; i < n && !ctx; i++)
-			if (!std::strcmp(ibv_get_device_name(list[i]), name))
-				ctx = ibv_open_device(list[i]);
-		ibv_free_device_list(list);
-		if (!ctx)
-			fail(std::string("no RDMA device ") + name);
 		find_gid(name);
 		pd = ibv_alloc_pd(ctx);
 		cq = pd ? ibv_create_cq(ctx, 16, nullptr, nullptr, 0) : nullptr;
@@ -371,12 +386,82 @@ int run(const char *dev_name, const char *peer_name)
 	return ok ? 0 : 1;
 }
 
+// Waits for one line on stdin; false at EOF (the script went away).
+bool next_step()
+{
+	int c;
+
+	while ((c = std::getchar()) != EOF)
+		if (c == '\n')
+			return true;
+	return false;
+}
+
+// --hold: a dma-buf MR held through revoke and dereg, one step per line.
+int hold(const char *dev_name)
+{
+	Mock mock;
+	uint64_t buffers0 = mock.stats().buffers;
+
+	mock.create(kBufSize);
+	ibv_context *ctx = open_device(dev_name);
+	ibv_pd *pd = ibv_alloc_pd(ctx);
+	if (!pd)
+		fail("ibv_alloc_pd", errno);
+	ibv_mr *mr = ibv_reg_dmabuf_mr(pd, 0, kBufSize, 0, mock.fd(), kAccess);
+	if (!mr)
+		fail("ibv_reg_dmabuf_mr", errno);
+	void *plain = aligned_alloc(4096, 4096);
+	ibv_mr *pmr = plain ? ibv_reg_mr(pd, plain, 4096, kAccess) : nullptr;
+	if (!pmr)
+		fail("ibv_reg_mr", errno);
+	say("hold: registered lkey=%u plain_lkey=%u\n", mr->lkey, pmr->lkey);
+
+	bool ok = true;
+	if (next_step()) {
+		mock.revoke(0);
+		dmabuf_mock_query q = mock.query();
+		ok = q.pins == 0 && q.maps == 0 && q.vmaps == 0;
+		say("hold: revoked%s\n", ok ? "" : " (the exporter still has a pin, map or vmap)");
+	}
+	if (next_step()) {
+		int err = ibv_dereg_mr(mr);
+
+		if (err)
+			fail("ibv_dereg_mr", err);
+		mr = nullptr;
+		say("hold: deregistered\n");
+	}
+	next_step();
+	if (mr && ibv_dereg_mr(mr))
+		ok = false;
+	ibv_dereg_mr(pmr);
+	free(plain);
+	ibv_dealloc_pd(pd);
+	ibv_close_device(ctx);
+	mock.close_buf();
+	if (mock.stats().buffers != buffers0) {
+		say("hold: error: the exporter's buffer outlived its fd\n");
+		ok = false;
+	}
+	return ok ? 0 : 1;
+}
+
 } // namespace
 
 int main(int argc, char **argv)
 {
+	if (argc == 3 && !std::strcmp(argv[1], "--hold")) {
+		try {
+			return hold(argv[2]);
+		} catch (const std::exception &e) {
+			say("hold: error: %s\n", e.what());
+			return 1;
+		}
+	}
 	if (argc != 3) {
-		std::fprintf(stderr, "usage: %s DEVICE PEER_DEVICE\n", argv[0]);
+		std::fprintf(stderr, "usage: %s DEVICE PEER_DEVICE | --hold DEVICE\n",
+			     argv[0]);
 		return 2;
 	}
 	try {
