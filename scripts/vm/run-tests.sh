@@ -1,8 +1,10 @@
 #!/bin/bash
 # Runs in the guest (scripts/test.sh): load our modules, run the KUnit
 # suites (KUNIT_SUITES, "module:suite ..."), then the kselftests
-# (KSELFTEST_RUN, "collection" or "collection:test" ...) from KSELFTEST_DIR.
-# Exits non-zero if a module is missing or the kselftest runner fails.
+# (KSELFTEST_RUN, "collection" or "collection:test" ...) from KSELFTEST_DIR,
+# then rdma-tool-check.sh.
+# Exits non-zero if a module is missing, the kselftest runner fails or a
+# check of rdma-tool-check.sh fails.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 rc=0
@@ -22,4 +24,7 @@ for t in $KSELFTEST_RUN; do
 	case $t in *:*) args+=(-t "$t") ;; *) args+=(-c "$t") ;; esac
 done
 cd "$KSELFTEST_DIR" && ./run_kselftest.sh -o 300 "${args[@]}" || rc=1
+# The patched rdma tool on a dma-buf MR, through revoke and dereg: TAP
+# lines prefixed "rdmatool: " (scripts/test.sh counts them).
+"$here/rdma-tool-check.sh" || rc=1
 exit $rc
