@@ -6,14 +6,14 @@
 # failed.
 #
 # usage: scripts/test.sh [STEP...]   (default: all steps, in order)
-#   steps: series oot kselftest kernels lint rdma-core guest-debian guest-base
-#          guest-debug
+#   steps: series oot kselftest kernels lint rdma-core iproute2 userspace
+#          guest-debian guest-base guest-debug
 set -u
 
 top=$(cd "$(dirname "$0")/.." && pwd)
 res=$top/build/results
 mkdir -p "$res"
-steps=${*:-series oot kselftest kernels lint rdma-core guest-debian guest-base guest-debug}
+steps=${*:-series oot kselftest kernels lint rdma-core iproute2 userspace guest-debian guest-base guest-debug}
 export KSELFTEST_TARGETS=${KSELFTEST_TARGETS:-rdma drivers/dma-buf}
 # What the guests run: kselftest collections, or COLLECTION:TEST. Not
 # drivers/dma-buf:udmabuf, upstream's, which needs 2 GiB of 2 MiB huge
@@ -72,6 +72,16 @@ guest() {
 		printf 'TAP version 13\n1..1\nnot ok 1 guest %s: no kselftest output\n' "$kind" > "$res/$name.tap"
 	fi
 	grep -v '^TAP' "$res/$name.tap" | sed "s/^/  [$kind] /"
+	# scripts/vm/rdma-tool-check.sh: the rdma tool on a dma-buf MR.
+	{
+		echo "TAP version 13"
+		n=$(grep -ac '^rdmatool: ' "$log" 2>/dev/null)
+		n=${n:-0}
+		echo "1..$(( n > 0 ? n : 1 ))"
+		[ "$n" -gt 0 ] || echo "not ok 1 guest $kind: no rdma tool check output"
+		sed -n 's/^rdmatool: //p' "$log" 2>/dev/null
+	} > "$res/$name-rdmatool.tap"
+	grep -v '^TAP' "$res/$name-rdmatool.tap" | sed "s/^/  [$kind rdmatool] /"
 	if [ "$kind" = debug ]; then
 		{
 			echo "TAP version 13"
@@ -120,6 +130,19 @@ for step in $steps; do
 		single build-rdma-core "build: rdma-core rxe provider + libibverbs (rdma-core/patches)" \
 			"$top/scripts/rdma-core.sh" ||
 			echo "# rdma-core: build failed (log: $res/build-rdma-core.log); the guests fall back to the distro's rxe provider"
+		;;
+	iproute2)
+		# Like rdma-core: the guests use it when built, the distro's
+		# rdma tool otherwise, and rdma-tool-check.sh then skips.
+		log "build: iproute2 rdma tool with iproute2/patches"
+		single build-iproute2 "build: iproute2 rdma tool (iproute2/patches)" \
+			"$top/scripts/iproute2.sh" ||
+			echo "# iproute2: build failed (log: $res/build-iproute2.log); the guests fall back to the distro's rdma tool"
+		;;
+	userspace)
+		log "build: project tools in userspace/ (revoke_demo)"
+		single build-userspace "build: userspace tools (revoke_demo)" \
+			make -s -C "$top" userspace
 		;;
 	guest-debian)
 		log "guest: Debian 7.3 kernel + our out-of-tree modules"
