@@ -43,6 +43,7 @@ for p in "$pdir"/*.patch; do
 	[ -f "$p" ] && patches+=("${p##*/}")
 done
 
+# shellcheck disable=SC2054 # -Wl,--as-needed is one word
 make_flags=(SUBDIRS="lib rdma" LDFLAGS=-Wl,--as-needed)
 
 # What the output is made of: source version, patches, build flags.
