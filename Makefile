@@ -56,8 +56,10 @@ kernel-debug: tree
 	scripts/kernel.sh debug
 
 ## kselftest     install the selftests ($KSELFTEST_TARGETS) in build/kselftest
+##               (against the tree's uapi headers: KHDR_INCLUDES)
 kselftest: tree
 	rm -rf $(B)/kselftest $(B)/kselftest-build
+	$(MAKE) -s -C $(B)/linux O=$(B)/kselftest-build headers >/dev/null
 	$(MAKE) -s -C $(B)/linux/tools/testing/selftests \
 		TARGETS="$(KSELFTEST_TARGETS)" O=$(B)/kselftest-build \
 		INSTALL_PATH=$(B)/kselftest install >/dev/null

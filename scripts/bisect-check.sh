@@ -34,6 +34,9 @@ for c in "${commits[@]}"; do
 	{
 		echo "### $n $c $subject"
 		OOT_TREE=build/bisect OOT_HW=1 "$top/scripts/oot.sh" || ok=0
+		# The selftests build against this commit's uapi headers.
+		make -s -C "$wt" O="$top/build/bisect-kselftest" headers \
+			>/dev/null || ok=0
 		make -s -C "$wt/tools/testing/selftests" \
 			TARGETS="rdma drivers/dma-buf" O="$top/build/bisect-kselftest" \
 			>/dev/null || ok=0
