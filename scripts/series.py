@@ -304,9 +304,12 @@ def cmd_export(a):
             os.chmod(dst, 0o755 if mode == "100755" else 0o644)
         for rel in other:
             if rel in owned:
-                print(f"series: warning: {name} changes {rel}, added by an "
-                      "earlier commit; fold it in with rebase -i fixup so "
-                      "the repo copy is the code", file=sys.stderr)
+                # Fine when the change needs a later commit (a test of
+                # a later feature); otherwise fold it into the commit
+                # that adds the file, so the repo copy is the code.
+                print(f"series: note: {name} changes {rel}, added by an "
+                      "earlier commit: the repo copy is that commit's, "
+                      "this change stays a diff", file=sys.stderr)
         owned.update(added)
         lines.append(" ".join([name] + added))
     with open(os.path.join(pdir, "series"), "w") as f:

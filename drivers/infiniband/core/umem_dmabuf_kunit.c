@@ -1,0 +1,942 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * KUnit tests for the revocable dma-buf umems of the RDMA core: the
+ * protocol between ib_umem_dmabuf_get_pinned_revocable_and_lock() (and its
+ * variants), the driver's revoke callback and an exporter that revokes.
+ *
+ * The importer is a fake ib_device that is never registered, whose
+ * dma_device is a KUnit device the DMA API can map for. The exporter is
+ * dmabuf_mock, plus a small exporter of our own for what the mock cannot
+ * do: fail a map, and pin the way the uverbs exporter does.
+ */
+
+#include <kunit/device.h>
+#include <kunit/test.h>
+#include <linux/delay.h>
+#include <linux/dma-buf.h>
+#include <linux/dma-mapping.h>
+#include <linux/dma-resv.h>
+#include <linux/fdtable.h>
+#include <linux/file.h>
+#include <linux/fs.h>
+#include <linux/scatterlist.h>
+#include <linux/slab.h>
+#include <linux/workqueue.h>
+#include <rdma/ib_umem.h>
+#include <rdma/ib_verbs.h>
+
+#include "../../dma-buf/dmabuf_mock.h"
+#include "uverbs.h"
+
+#define UMEM_KUNIT_RACES 64
+
+struct umem_kunit {
+	struct ib_device *ibdev;
+	struct device *dma_dev;
+	struct dmabuf_mock_stats before;
+	long exporters_before;
+};
+
+/* What a driver's MR would hold: the revoke callback's view of it. */
+struct fake_mr {
+	struct ib_mr ibmr;
+	struct dma_resv *resv;
+	atomic_t revokes;
+	atomic_t unlocked_revokes;
+	struct task_struct *revoker;
+};
+
+static void fake_revoke(void *priv)
+{
+	struct fake_mr *mr = priv;
+
+	/* The callback runs with the reservation lock held, at most once. */
+	if (!dma_resv_is_locked(mr->resv))
+		atomic_inc(&mr->unlocked_revokes);
+	mr->revoker = current;
+	atomic_inc(&mr->revokes);
+}
+
+static void expect_revoked_once(struct kunit *test, struct fake_mr *mr)
+{
+	KUNIT_EXPECT_EQ(test, atomic_read(&mr->revokes), 1);
+	KUNIT_EXPECT_EQ(test, atomic_read(&mr->unlocked_revokes), 0);
+}
+
+KUNIT_DEFINE_ACTION_WRAPPER(put_dmabuf, dma_buf_put, struct dma_buf *);
+
+static void close_fd_action(void *fd)
+{
+	close_fd((unsigned long)fd);
+}
+
+/*
+ * The umem API takes a file descriptor. KUnit runs each case in a kernel
+ * thread, which shares the init task's file table: install the buffer
+ * there, and keep a reference of our own to look at it.
+ */
+static int install_fd(struct kunit *test, struct dma_buf *dmabuf)
+{
+	int fd;
+
+	KUNIT_ASSERT_EQ(test, kunit_add_action_or_reset(test, put_dmabuf,
+							dmabuf), 0);
+	get_dma_buf(dmabuf);
+	fd = dma_buf_fd(dmabuf, O_CLOEXEC);
+	if (fd < 0)
+		dma_buf_put(dmabuf);
+	KUNIT_ASSERT_GE(test, fd, 0);
+	KUNIT_ASSERT_EQ(test, kunit_add_action_or_reset(test, close_fd_action,
+							(void *)(long)fd), 0);
+	return fd;
+}
+
+static int mock_fd(struct kunit *test, u64 length, u32 flags,
+		   struct dma_buf **out)
+{
+	struct dma_buf *dmabuf = dmabuf_mock_create(length, flags);
+
+	KUNIT_ASSERT_FALSE_MSG(test, IS_ERR(dmabuf), "no mock buffer: %d",
+			       PTR_ERR_OR_ZERO(dmabuf));
+	*out = dmabuf;
+	return install_fd(test, dmabuf);
+}
+
+/* Takes the reservation lock: never with a umem still locked. */
+static struct dmabuf_mock_query query(struct kunit *test,
+				      struct dma_buf *dmabuf)
+{
+	struct dmabuf_mock_query q = {};
+
+	KUNIT_ASSERT_EQ(test, dmabuf_mock_query(dmabuf, &q), 0);
+	return q;
+}
+
+static void expect_mock(struct kunit *test, struct dma_buf *dmabuf,
+			u32 attachments, u32 pins, u32 maps)
+{
+	struct dmabuf_mock_query q = query(test, dmabuf);
+
+	KUNIT_EXPECT_EQ(test, q.attachments, attachments);
+	KUNIT_EXPECT_EQ(test, q.pins, pins);
+	KUNIT_EXPECT_EQ(test, q.maps, maps);
+}
+
+static int mock_revoke(struct dma_buf *dmabuf)
+{
+	return dmabuf_mock_revoke(dmabuf, 0, 1000, NULL, 0);
+}
+
+/* Import with a callback on @mr, and unlock, as a driver does. */
+static struct ib_umem_dmabuf *import_mr(struct kunit *test, int fd,
+					size_t size, struct fake_mr *mr)
+{
+	struct umem_kunit *ctx = test->priv;
+	struct ib_umem_dmabuf *umem;
+
+	umem = ib_umem_dmabuf_get_pinned_revocable_and_lock(ctx->ibdev, 0, size,
+							    fd, 0);
+	KUNIT_ASSERT_FALSE_MSG(test, IS_ERR(umem), "no umem: %d",
+			       PTR_ERR_OR_ZERO(umem));
+	mr->resv = umem->attach->dmabuf->resv;
+	ib_umem_dmabuf_set_revoke_locked(umem, fake_revoke, mr);
+	dma_resv_unlock(mr->resv);
+	return umem;
+}
+
+static size_t sgt_dma_length(struct sg_table *sgt)
+{
+	struct scatterlist *sg;
+	size_t len = 0;
+	int i;
+
+	for_each_sgtable_dma_sg(sgt, sg, i)
+		len += sg_dma_len(sg);
+	return len;
+}
+
+static void test_pinned_revocable_lock(struct kunit *test)
+{
+	struct umem_kunit *ctx = test->priv;
+	struct ib_umem_dmabuf *umem;
+	struct fake_mr mr = {};
+	struct dma_buf *dmabuf;
+	long refs;
+	int fd;
+
+	fd = mock_fd(test, 4 * PAGE_SIZE, 0, &dmabuf);
+	refs = file_count(dmabuf->file);
+	/* The middle two pages: the core trims the exporter's table. */
+	umem = ib_umem_dmabuf_get_pinned_revocable_and_lock(ctx->ibdev,
+							    PAGE_SIZE,
+							    2 * PAGE_SIZE,
+							    fd, 0);
+	KUNIT_ASSERT_FALSE(test, IS_ERR(umem));
+	KUNIT_EXPECT_TRUE(test, dma_resv_is_locked(dmabuf->resv));
+	KUNIT_EXPECT_PTR_EQ(test, umem->attach->dmabuf, dmabuf);
+	KUNIT_EXPECT_PTR_EQ(test, umem->attach->dev, ctx->dma_dev);
+	KUNIT_EXPECT_TRUE(test, dma_buf_attach_revocable(umem->attach));
+	KUNIT_EXPECT_TRUE(test, umem->attach->peer2peer);
+	KUNIT_EXPECT_TRUE(test, umem->umem.is_dmabuf);
+	KUNIT_EXPECT_TRUE(test, umem->pinned);
+	KUNIT_EXPECT_FALSE(test, umem->revoked);
+	KUNIT_EXPECT_NOT_NULL(test, umem->sgt);
+	KUNIT_EXPECT_EQ(test, sgt_dma_length(&umem->umem.sgt_append.sgt),
+			2 * PAGE_SIZE);
+	KUNIT_EXPECT_EQ(test, file_count(dmabuf->file), refs + 1);
+
+	mr.resv = dmabuf->resv;
+	ib_umem_dmabuf_set_revoke_locked(umem, fake_revoke, &mr);
+	dma_resv_unlock(dmabuf->resv);
+	KUNIT_EXPECT_EQ(test, atomic_read(&mr.revokes), 0);
+	expect_mock(test, dmabuf, 1, 1, 1);
+
+	/* Release without a revoke runs the callback, once. */
+	ib_umem_release(&umem->umem);
+	expect_revoked_once(test, &mr);
+	expect_mock(test, dmabuf, 0, 0, 0);
+	KUNIT_EXPECT_EQ(test, file_count(dmabuf->file), refs);
+	KUNIT_EXPECT_EQ(test, query(test, dmabuf).invalidates, 0);
+}
+
+static void test_revoke_then_release(struct kunit *test)
+{
+	struct ib_umem_dmabuf *umem;
+	struct fake_mr mr = {};
+	struct dma_buf *dmabuf;
+	int fd;
+
+	fd = mock_fd(test, 2 * PAGE_SIZE, 0, &dmabuf);
+	umem = import_mr(test, fd, 2 * PAGE_SIZE, &mr);
+
+	/* The mock waits for the unmap: 0 means the importer let go. */
+	KUNIT_EXPECT_EQ(test, mock_revoke(dmabuf), 0);
+	expect_revoked_once(test, &mr);
+	KUNIT_EXPECT_TRUE(test, umem->revoked);
+	KUNIT_EXPECT_FALSE(test, umem->pinned);
+	KUNIT_EXPECT_NULL(test, umem->sgt);
+	expect_mock(test, dmabuf, 1, 0, 0);
+	KUNIT_EXPECT_EQ(test, query(test, dmabuf).invalidates, 1);
+
+	/* Neither a second revoke nor the release calls the driver again. */
+	KUNIT_EXPECT_EQ(test, mock_revoke(dmabuf), 0);
+	ib_umem_release(&umem->umem);
+	expect_revoked_once(test, &mr);
+	expect_mock(test, dmabuf, 0, 0, 0);
+}
+
+struct revoke_work {
+	struct work_struct work;
+	struct dma_buf *dmabuf;
+	struct completion started;
+	struct completion done;
+	unsigned int delay_us;
+	int ret;
+};
+
+static void revoke_work_fn(struct work_struct *work)
+{
+	struct revoke_work *rw = container_of(work, struct revoke_work, work);
+
+	complete(&rw->started);
+	fsleep(rw->delay_us);
+	rw->ret = mock_revoke(rw->dmabuf);
+	complete(&rw->done);
+}
+
+static void revoke_work_start(struct revoke_work *rw, struct dma_buf *dmabuf,
+			      unsigned int delay_us)
+{
+	INIT_WORK_ONSTACK(&rw->work, revoke_work_fn);
+	init_completion(&rw->started);
+	init_completion(&rw->done);
+	rw->dmabuf = dmabuf;
+	rw->delay_us = delay_us;
+	rw->ret = -EINPROGRESS;
+	queue_work(system_dfl_wq, &rw->work);
+	wait_for_completion(&rw->started);
+}
+
+static void revoke_work_finish(struct revoke_work *rw)
+{
+	flush_work(&rw->work);
+	destroy_work_on_stack(&rw->work);
+}
+
+static void test_revoke_races_release(struct kunit *test)
+{
+	struct ib_umem_dmabuf *umem;
+	struct revoke_work rw;
+	struct dma_buf *dmabuf;
+	unsigned int delay, by_exporter = 0;
+	struct fake_mr mr;
+	int fd, i;
+
+	fd = mock_fd(test, 8 * PAGE_SIZE, 0, &dmabuf);
+	for (i = 0; i < UMEM_KUNIT_RACES; i++) {
+		memset(&mr, 0, sizeof(mr));
+		umem = import_mr(test, fd, 8 * PAGE_SIZE, &mr);
+		/* Vary who gets the lock first: delay one side or the other. */
+		delay = (i / 2) % 8 * 250;
+		revoke_work_start(&rw, dmabuf, i & 1 ? delay : 0);
+		fsleep(i & 1 ? 0 : delay);
+		ib_umem_release(&umem->umem);
+		revoke_work_finish(&rw);
+
+		KUNIT_EXPECT_EQ_MSG(test, rw.ret, 0, "round %d", i);
+		KUNIT_EXPECT_EQ_MSG(test, atomic_read(&mr.revokes), 1,
+				    "round %d", i);
+		KUNIT_EXPECT_EQ_MSG(test, atomic_read(&mr.unlocked_revokes), 0,
+				    "round %d", i);
+		expect_mock(test, dmabuf, 0, 0, 0);
+		if (mr.revoker != current)
+			by_exporter++;
+		KUNIT_ASSERT_EQ(test, dmabuf_mock_restore(dmabuf), 0);
+	}
+	kunit_info(test, "the exporter ran the callback in %u of %d rounds\n",
+		   by_exporter, UMEM_KUNIT_RACES);
+}
+
+/*
+ * The umem comes back locked so that the driver can install its callback
+ * before any revoke sees the umem: an exporter that revokes meanwhile
+ * waits, then runs the callback set before the unlock.
+ */
+static void test_revoke_waits_for_unlock(struct kunit *test)
+{
+	struct umem_kunit *ctx = test->priv;
+	struct ib_umem_dmabuf *umem;
+	struct revoke_work rw;
+	struct fake_mr mr = {};
+	struct dma_buf *dmabuf;
+	int fd;
+
+	fd = mock_fd(test, 2 * PAGE_SIZE, 0, &dmabuf);
+	umem = ib_umem_dmabuf_get_pinned_revocable_and_lock(ctx->ibdev, 0,
+							    2 * PAGE_SIZE,
+							    fd, 0);
+	KUNIT_ASSERT_FALSE(test, IS_ERR(umem));
+
+	revoke_work_start(&rw, dmabuf, 0);
+	msleep(100);
+	KUNIT_EXPECT_FALSE(test, completion_done(&rw.done));
+	KUNIT_EXPECT_FALSE(test, umem->revoked);
+	mr.resv = dmabuf->resv;
+	ib_umem_dmabuf_set_revoke_locked(umem, fake_revoke, &mr);
+	KUNIT_EXPECT_EQ(test, atomic_read(&mr.revokes), 0);
+	dma_resv_unlock(dmabuf->resv);
+	revoke_work_finish(&rw);
+
+	KUNIT_EXPECT_EQ(test, rw.ret, 0);
+	expect_revoked_once(test, &mr);
+	expect_mock(test, dmabuf, 1, 0, 0);
+	ib_umem_release(&umem->umem);
+	expect_revoked_once(test, &mr);
+	expect_mock(test, dmabuf, 0, 0, 0);
+}
+
+/* A driver that never set a callback: the revoke still lets go. */
+static void test_revoke_without_callback(struct kunit *test)
+{
+	struct umem_kunit *ctx = test->priv;
+	struct ib_umem_dmabuf *umem;
+	struct dma_buf *dmabuf;
+	int fd;
+
+	fd = mock_fd(test, PAGE_SIZE, 0, &dmabuf);
+	umem = ib_umem_dmabuf_get_pinned_revocable_and_lock(ctx->ibdev, 0,
+							    PAGE_SIZE, fd, 0);
+	KUNIT_ASSERT_FALSE(test, IS_ERR(umem));
+	dma_resv_unlock(dmabuf->resv);
+	expect_mock(test, dmabuf, 1, 1, 1);
+
+	KUNIT_EXPECT_EQ(test, mock_revoke(dmabuf), 0);
+	KUNIT_EXPECT_TRUE(test, umem->revoked);
+	expect_mock(test, dmabuf, 1, 0, 0);
+	ib_umem_release(&umem->umem);
+	expect_mock(test, dmabuf, 0, 0, 0);
+}
+
+/*
+ * A failed import leaves nothing behind: no attachment, pin or mapping,
+ * no reference to the buffer, and no lock held.
+ */
+static void expect_import_fails(struct kunit *test, struct dma_buf *dmabuf,
+				struct ib_umem_dmabuf *umem, int err)
+{
+	KUNIT_EXPECT_EQ(test, PTR_ERR_OR_ZERO(umem), err);
+	if (!IS_ERR(umem)) {
+		if (dma_resv_is_locked(dmabuf->resv))
+			dma_resv_unlock(dmabuf->resv);
+		ib_umem_release(&umem->umem);
+	}
+	KUNIT_EXPECT_FALSE(test, dma_resv_is_locked(dmabuf->resv));
+}
+
+static void test_no_pin(struct kunit *test)
+{
+	struct umem_kunit *ctx = test->priv;
+	struct dma_buf *dmabuf;
+	long refs;
+	int fd;
+
+	fd = mock_fd(test, PAGE_SIZE, DMABUF_MOCK_NO_PIN, &dmabuf);
+	refs = file_count(dmabuf->file);
+	expect_import_fails(test, dmabuf,
+			    ib_umem_dmabuf_get_pinned_revocable_and_lock(ctx->ibdev,
+									 0, PAGE_SIZE,
+									 fd, 0),
+			    -EOPNOTSUPP);
+	expect_import_fails(test, dmabuf,
+			    ib_umem_dmabuf_get_cpu_revocable_and_lock(ctx->ibdev,
+								      0, PAGE_SIZE,
+								      fd, 0),
+			    -EOPNOTSUPP);
+	expect_import_fails(test, dmabuf,
+			    ib_umem_dmabuf_get_pinned(ctx->ibdev, 0, PAGE_SIZE,
+						      fd, 0),
+			    -EOPNOTSUPP);
+	expect_mock(test, dmabuf, 0, 0, 0);
+	KUNIT_EXPECT_EQ(test, file_count(dmabuf->file), refs);
+}
+
+static void test_bad_range(struct kunit *test)
+{
+	struct umem_kunit *ctx = test->priv;
+	struct dma_buf *dmabuf;
+	long refs;
+	int fd;
+
+	fd = mock_fd(test, 2 * PAGE_SIZE, 0, &dmabuf);
+	refs = file_count(dmabuf->file);
+	expect_import_fails(test, dmabuf,
+			    ib_umem_dmabuf_get_pinned_revocable_and_lock(ctx->ibdev,
+									 PAGE_SIZE,
+									 2 * PAGE_SIZE,
+									 fd, 0),
+			    -EINVAL);
+	expect_import_fails(test, dmabuf,
+			    ib_umem_dmabuf_get_pinned_revocable_and_lock(ctx->ibdev,
+									 0, 0, fd, 0),
+			    -EINVAL);
+	expect_import_fails(test, dmabuf,
+			    ib_umem_dmabuf_get_pinned_revocable_and_lock(ctx->ibdev,
+									 ULONG_MAX,
+									 PAGE_SIZE,
+									 fd, 0),
+			    -EINVAL);
+	expect_mock(test, dmabuf, 0, 0, 0);
+	KUNIT_EXPECT_EQ(test, file_count(dmabuf->file), refs);
+	/* A dma-buf must be had before anything else. */
+	KUNIT_EXPECT_EQ(test,
+			PTR_ERR_OR_ZERO(ib_umem_dmabuf_get_pinned_revocable_and_lock(ctx->ibdev,
+										     0, PAGE_SIZE,
+										     -1, 0)),
+			-EBADF);
+}
+
+/*
+ * The CPU variant attaches for the ib_device itself and never maps: rxe
+ * reaches the memory with dma_buf_vmap() instead.
+ */
+static void test_cpu_revocable(struct kunit *test)
+{
+	struct umem_kunit *ctx = test->priv;
+	struct ib_umem_dmabuf *umem;
+	struct fake_mr mr = {};
+	struct dma_buf *dmabuf;
+	int fd;
+
+	fd = mock_fd(test, 2 * PAGE_SIZE, 0, &dmabuf);
+	umem = ib_umem_dmabuf_get_cpu_revocable_and_lock(ctx->ibdev, 0,
+							 2 * PAGE_SIZE, fd, 0);
+	KUNIT_ASSERT_FALSE(test, IS_ERR(umem));
+	KUNIT_EXPECT_TRUE(test, dma_resv_is_locked(dmabuf->resv));
+	KUNIT_EXPECT_PTR_EQ(test, umem->attach->dev, &ctx->ibdev->dev);
+	KUNIT_EXPECT_TRUE(test, dma_buf_attach_revocable(umem->attach));
+	KUNIT_EXPECT_FALSE(test, umem->attach->peer2peer);
+	KUNIT_EXPECT_TRUE(test, umem->umem.is_dmabuf);
+	KUNIT_EXPECT_TRUE(test, umem->pinned);
+	KUNIT_EXPECT_NULL(test, umem->sgt);
+	mr.resv = dmabuf->resv;
+	ib_umem_dmabuf_set_revoke_locked(umem, fake_revoke, &mr);
+	dma_resv_unlock(dmabuf->resv);
+	expect_mock(test, dmabuf, 1, 1, 0);
+
+	KUNIT_EXPECT_EQ(test, mock_revoke(dmabuf), 0);
+	expect_revoked_once(test, &mr);
+	KUNIT_EXPECT_TRUE(test, umem->revoked);
+	expect_mock(test, dmabuf, 1, 0, 0);
+	ib_umem_release(&umem->umem);
+	expect_revoked_once(test, &mr);
+	expect_mock(test, dmabuf, 0, 0, 0);
+}
+
+/* As vfio-pci: only the revocable imports may attach. */
+static void test_require_revocable(struct kunit *test)
+{
+	struct umem_kunit *ctx = test->priv;
+	struct ib_umem_dmabuf *umem;
+	struct dma_buf *dmabuf;
+	long refs;
+	int fd;
+
+	fd = mock_fd(test, PAGE_SIZE, DMABUF_MOCK_REQUIRE_REVOCABLE, &dmabuf);
+	refs = file_count(dmabuf->file);
+	expect_import_fails(test, dmabuf,
+			    ib_umem_dmabuf_get_pinned(ctx->ibdev, 0, PAGE_SIZE,
+						      fd, 0),
+			    -EOPNOTSUPP);
+	expect_mock(test, dmabuf, 0, 0, 0);
+	KUNIT_EXPECT_EQ(test, file_count(dmabuf->file), refs);
+
+	umem = ib_umem_dmabuf_get_pinned_revocable_and_lock(ctx->ibdev, 0,
+							    PAGE_SIZE, fd, 0);
+	KUNIT_ASSERT_FALSE(test, IS_ERR(umem));
+	dma_resv_unlock(dmabuf->resv);
+	expect_mock(test, dmabuf, 1, 1, 1);
+	ib_umem_release(&umem->umem);
+
+	umem = ib_umem_dmabuf_get_pinned_revocable_with_dma_device_and_lock(ctx->ibdev,
+									    ctx->dma_dev,
+									    0, PAGE_SIZE,
+									    fd, 0);
+	KUNIT_ASSERT_FALSE(test, IS_ERR(umem));
+	dma_resv_unlock(dmabuf->resv);
+	ib_umem_release(&umem->umem);
+
+	umem = ib_umem_dmabuf_get_cpu_revocable_and_lock(ctx->ibdev, 0,
+							 PAGE_SIZE, fd, 0);
+	KUNIT_ASSERT_FALSE(test, IS_ERR(umem));
+	dma_resv_unlock(dmabuf->resv);
+	expect_mock(test, dmabuf, 1, 1, 0);
+	ib_umem_release(&umem->umem);
+	expect_mock(test, dmabuf, 0, 0, 0);
+	KUNIT_EXPECT_EQ(test, file_count(dmabuf->file), refs);
+}
+
+static struct device *dma_device(struct kunit *test, const char *name)
+{
+	struct device *dev = kunit_device_register(test, name);
+
+	KUNIT_ASSERT_FALSE(test, IS_ERR(dev));
+	/* A device the DMA API can map for (dma-direct on a test machine). */
+	dev->dma_mask = &dev->coherent_dma_mask;
+	KUNIT_ASSERT_EQ(test, dma_set_mask_and_coherent(dev, DMA_BIT_MASK(64)),
+			0);
+	return dev;
+}
+
+/* mlx5 data-direct: the table is mapped for another device than the HCA. */
+static void test_dma_device(struct kunit *test)
+{
+	struct umem_kunit *ctx = test->priv;
+	struct device *other = dma_device(test, "ib_umem_dmabuf_kunit_dd");
+	struct ib_umem_dmabuf *umem;
+	struct fake_mr mr = {};
+	struct dma_buf *dmabuf;
+	int fd;
+
+	fd = mock_fd(test, 3 * PAGE_SIZE, 0, &dmabuf);
+	umem = ib_umem_dmabuf_get_pinned_revocable_with_dma_device_and_lock(ctx->ibdev,
+									    other,
+									    0,
+									    3 * PAGE_SIZE,
+									    fd, 0);
+	KUNIT_ASSERT_FALSE(test, IS_ERR(umem));
+	KUNIT_EXPECT_TRUE(test, dma_resv_is_locked(dmabuf->resv));
+	KUNIT_EXPECT_PTR_EQ(test, umem->attach->dev, other);
+	KUNIT_EXPECT_PTR_EQ(test, umem->umem.ibdev, ctx->ibdev);
+	KUNIT_EXPECT_TRUE(test, dma_buf_attach_revocable(umem->attach));
+	KUNIT_EXPECT_EQ(test, sgt_dma_length(&umem->umem.sgt_append.sgt),
+			3 * PAGE_SIZE);
+	mr.resv = dmabuf->resv;
+	ib_umem_dmabuf_set_revoke_locked(umem, fake_revoke, &mr);
+	dma_resv_unlock(dmabuf->resv);
+	expect_mock(test, dmabuf, 1, 1, 1);
+
+	KUNIT_EXPECT_EQ(test, mock_revoke(dmabuf), 0);
+	expect_revoked_once(test, &mr);
+	expect_mock(test, dmabuf, 1, 0, 0);
+	ib_umem_release(&umem->umem);
+	expect_revoked_once(test, &mr);
+	expect_mock(test, dmabuf, 0, 0, 0);
+}
+
+static void test_set_mr_revoke(struct kunit *test)
+{
+	struct ib_umem_dmabuf *umem;
+	struct fake_mr mr = {};
+	struct dma_buf *dmabuf;
+	int fd;
+
+	fd = mock_fd(test, PAGE_SIZE, 0, &dmabuf);
+	umem = import_mr(test, fd, PAGE_SIZE, &mr);
+	dma_resv_lock(dmabuf->resv, NULL);
+	ib_umem_dmabuf_set_mr_locked(umem, &mr.ibmr);
+	dma_resv_unlock(dmabuf->resv);
+	KUNIT_EXPECT_PTR_EQ(test, umem->mr, &mr.ibmr);
+	KUNIT_EXPECT_TRUE(test, test_bit(IB_MR_DMABUF, &mr.ibmr.dmabuf_flags));
+	KUNIT_EXPECT_TRUE(test, test_bit(IB_MR_DMABUF_REVOCABLE,
+					 &mr.ibmr.dmabuf_flags));
+	KUNIT_EXPECT_FALSE(test, test_bit(IB_MR_DMABUF_REVOKED,
+					  &mr.ibmr.dmabuf_flags));
+
+	KUNIT_EXPECT_EQ(test, mock_revoke(dmabuf), 0);
+	KUNIT_EXPECT_TRUE(test, test_bit(IB_MR_DMABUF_REVOKED,
+					 &mr.ibmr.dmabuf_flags));
+	ib_umem_release(&umem->umem);
+	expect_revoked_once(test, &mr);
+}
+
+static void test_set_mr_release(struct kunit *test)
+{
+	struct ib_umem_dmabuf *umem;
+	struct fake_mr mr = {};
+	struct dma_buf *dmabuf;
+	int fd;
+
+	fd = mock_fd(test, PAGE_SIZE, 0, &dmabuf);
+	umem = import_mr(test, fd, PAGE_SIZE, &mr);
+	dma_resv_lock(dmabuf->resv, NULL);
+	ib_umem_dmabuf_set_mr_locked(umem, &mr.ibmr);
+	dma_resv_unlock(dmabuf->resv);
+	ib_umem_release(&umem->umem);
+	/* The MR outlives its umem as a tombstone: revoked, whoever did it. */
+	KUNIT_EXPECT_TRUE(test, test_bit(IB_MR_DMABUF_REVOKED,
+					 &mr.ibmr.dmabuf_flags));
+	expect_revoked_once(test, &mr);
+}
+
+/*
+ * A small exporter of our own: system pages mapped for the importer, a map
+ * that can be made to fail, and optionally the uverbs exporter's .pin.
+ */
+struct test_exporter {
+	struct page *pages[2];
+	int map_err;
+	atomic_t attachments;
+	atomic_t pins;
+	atomic_t unpins;
+	atomic_t maps;
+};
+
+static atomic_long_t test_exporters = ATOMIC_LONG_INIT(0);
+
+static int test_exp_attach(struct dma_buf *dmabuf,
+			   struct dma_buf_attachment *attach)
+{
+	struct test_exporter *exp = dmabuf->priv;
+
+	atomic_inc(&exp->attachments);
+	return 0;
+}
+
+static void test_exp_detach(struct dma_buf *dmabuf,
+			    struct dma_buf_attachment *attach)
+{
+	struct test_exporter *exp = dmabuf->priv;
+
+	atomic_dec(&exp->attachments);
+}
+
+static int test_exp_pin(struct dma_buf_attachment *attach)
+{
+	struct test_exporter *exp = attach->dmabuf->priv;
+
+	atomic_inc(&exp->pins);
+	return 0;
+}
+
+static void test_exp_unpin(struct dma_buf_attachment *attach)
+{
+	struct test_exporter *exp = attach->dmabuf->priv;
+
+	atomic_inc(&exp->unpins);
+}
+
+static struct sg_table *test_exp_map(struct dma_buf_attachment *attach,
+				     enum dma_data_direction dir)
+{
+	struct test_exporter *exp = attach->dmabuf->priv;
+	struct sg_table *sgt;
+	int ret;
+
+	if (exp->map_err)
+		return ERR_PTR(exp->map_err);
+	sgt = kzalloc_obj(*sgt);
+	if (!sgt)
+		return ERR_PTR(-ENOMEM);
+	ret = sg_alloc_table_from_pages(sgt, exp->pages,
+					ARRAY_SIZE(exp->pages), 0,
+					attach->dmabuf->size, GFP_KERNEL);
+	if (ret)
+		goto err_free;
+	ret = dma_map_sgtable(attach->dev, sgt, dir, 0);
+	if (ret)
+		goto err_table;
+	atomic_inc(&exp->maps);
+	return sgt;
+
+err_table:
+	sg_free_table(sgt);
+err_free:
+	kfree(sgt);
+	return ERR_PTR(ret);
+}
+
+static void test_exp_unmap(struct dma_buf_attachment *attach,
+			   struct sg_table *sgt, enum dma_data_direction dir)
+{
+	struct test_exporter *exp = attach->dmabuf->priv;
+
+	dma_unmap_sgtable(attach->dev, sgt, dir, 0);
+	sg_free_table(sgt);
+	kfree(sgt);
+	atomic_dec(&exp->maps);
+}
+
+static void test_exp_release(struct dma_buf *dmabuf)
+{
+	struct test_exporter *exp = dmabuf->priv;
+	int i;
+
+	for (i = 0; i < ARRAY_SIZE(exp->pages); i++)
+		__free_page(exp->pages[i]);
+	kfree(exp);
+	atomic_long_dec(&test_exporters);
+}
+
+#define TEST_EXP_OPS					\
+	.attach = test_exp_attach,			\
+	.detach = test_exp_detach,			\
+	.unpin = test_exp_unpin,			\
+	.map_dma_buf = test_exp_map,			\
+	.unmap_dma_buf = test_exp_unmap,		\
+	.release = test_exp_release
+
+static const struct dma_buf_ops test_exp_ops = {
+	TEST_EXP_OPS,
+	.pin = test_exp_pin,
+};
+
+static const struct dma_buf_ops test_exp_uverbs_ops = {
+	TEST_EXP_OPS,
+	.pin = uverbs_dmabuf_pin,
+};
+
+static int test_exp_fd(struct kunit *test, const struct dma_buf_ops *ops,
+		       struct test_exporter **out, struct dma_buf **dmabufp)
+{
+	DEFINE_DMA_BUF_EXPORT_INFO(exp_info);
+	struct test_exporter *exp;
+	struct dma_buf *dmabuf;
+	int i;
+
+	exp = kzalloc_obj(*exp);
+	KUNIT_ASSERT_NOT_NULL(test, exp);
+	for (i = 0; i < ARRAY_SIZE(exp->pages); i++) {
+		exp->pages[i] = alloc_page(GFP_KERNEL | __GFP_ZERO);
+		if (!exp->pages[i])
+			break;
+	}
+	if (i < ARRAY_SIZE(exp->pages)) {
+		while (i--)
+			__free_page(exp->pages[i]);
+		kfree(exp);
+		KUNIT_FAIL_AND_ABORT(test, "no pages");
+	}
+	exp_info.ops = ops;
+	exp_info.size = ARRAY_SIZE(exp->pages) * PAGE_SIZE;
+	exp_info.flags = O_RDWR | O_CLOEXEC;
+	exp_info.priv = exp;
+	dmabuf = dma_buf_export(&exp_info);
+	if (IS_ERR(dmabuf)) {
+		for (i = 0; i < ARRAY_SIZE(exp->pages); i++)
+			__free_page(exp->pages[i]);
+		kfree(exp);
+		KUNIT_FAIL_AND_ABORT(test, "export failed: %ld",
+				     PTR_ERR(dmabuf));
+	}
+	atomic_long_inc(&test_exporters);
+	*out = exp;
+	*dmabufp = dmabuf;
+	return install_fd(test, dmabuf);
+}
+
+static void test_map_failure(struct kunit *test)
+{
+	struct umem_kunit *ctx = test->priv;
+	struct test_exporter *exp;
+	struct dma_buf *dmabuf;
+	long refs;
+	int fd;
+
+	fd = test_exp_fd(test, &test_exp_ops, &exp, &dmabuf);
+	exp->map_err = -ENOSPC;
+	refs = file_count(dmabuf->file);
+	expect_import_fails(test, dmabuf,
+			    ib_umem_dmabuf_get_pinned_revocable_and_lock(ctx->ibdev,
+									 0, PAGE_SIZE,
+									 fd, 0),
+			    -ENOSPC);
+	expect_import_fails(test, dmabuf,
+			    ib_umem_dmabuf_get_pinned(ctx->ibdev, 0, PAGE_SIZE,
+						      fd, 0),
+			    -ENOSPC);
+	/* Pinned before the map failed, and unpinned by the error path. */
+	KUNIT_EXPECT_EQ(test, atomic_read(&exp->pins), 2);
+	KUNIT_EXPECT_EQ(test, atomic_read(&exp->unpins), 2);
+	KUNIT_EXPECT_EQ(test, atomic_read(&exp->maps), 0);
+	KUNIT_EXPECT_EQ(test, atomic_read(&exp->attachments), 0);
+	KUNIT_EXPECT_EQ(test, file_count(dmabuf->file), refs);
+}
+
+/* The uverbs exporter's pin policy, on attachments of a mock buffer. */
+static void test_uverbs_pin_policy(struct kunit *test)
+{
+	static const struct dma_buf_attach_ops no_invalidate = {
+		.allow_peer2peer = true,
+	};
+	struct umem_kunit *ctx = test->priv;
+	struct dma_buf_attachment *attach;
+	struct ib_umem_dmabuf *umem;
+	struct dma_buf *dmabuf;
+	int fd;
+
+	fd = mock_fd(test, PAGE_SIZE, 0, &dmabuf);
+	/* The core's revocable import: what the uverbs exporter accepts. */
+	umem = ib_umem_dmabuf_get_cpu_revocable_and_lock(ctx->ibdev, 0,
+							 PAGE_SIZE, fd, 0);
+	KUNIT_ASSERT_FALSE(test, IS_ERR(umem));
+	KUNIT_EXPECT_EQ(test, uverbs_dmabuf_pin(umem->attach), 0);
+	dma_resv_unlock(dmabuf->resv);
+	ib_umem_release(&umem->umem);
+
+	/* Dynamic, but nothing to call on revoke. */
+	attach = dma_buf_dynamic_attach(dmabuf, ctx->dma_dev, &no_invalidate,
+					NULL);
+	KUNIT_ASSERT_FALSE(test, IS_ERR(attach));
+	KUNIT_EXPECT_EQ(test, uverbs_dmabuf_pin(attach), -EOPNOTSUPP);
+	dma_buf_detach(dmabuf, attach);
+
+	/* Static. */
+	attach = dma_buf_attach(dmabuf, ctx->dma_dev);
+	KUNIT_ASSERT_FALSE(test, IS_ERR(attach));
+	KUNIT_EXPECT_EQ(test, uverbs_dmabuf_pin(attach), -EOPNOTSUPP);
+	dma_buf_detach(dmabuf, attach);
+	expect_mock(test, dmabuf, 0, 0, 0);
+}
+
+/* An exporter that pins like ib_uverbs: MRs import, queue buffers do not. */
+static void test_uverbs_pin_exporter(struct kunit *test)
+{
+	struct umem_kunit *ctx = test->priv;
+	struct ib_umem_dmabuf *umem;
+	struct test_exporter *exp;
+	struct dma_buf *dmabuf;
+	struct fake_mr mr = {};
+	long refs;
+	int fd;
+
+	fd = test_exp_fd(test, &test_exp_uverbs_ops, &exp, &dmabuf);
+	refs = file_count(dmabuf->file);
+	expect_import_fails(test, dmabuf,
+			    ib_umem_dmabuf_get_pinned(ctx->ibdev, 0, PAGE_SIZE,
+						      fd, 0),
+			    -EOPNOTSUPP);
+	KUNIT_EXPECT_EQ(test, atomic_read(&exp->attachments), 0);
+	KUNIT_EXPECT_EQ(test, atomic_read(&exp->unpins), 0);
+	KUNIT_EXPECT_EQ(test, file_count(dmabuf->file), refs);
+
+	umem = import_mr(test, fd, 2 * PAGE_SIZE, &mr);
+	KUNIT_EXPECT_TRUE(test, umem->pinned);
+	KUNIT_EXPECT_EQ(test, atomic_read(&exp->maps), 1);
+	KUNIT_EXPECT_EQ(test, sgt_dma_length(&umem->umem.sgt_append.sgt),
+			2 * PAGE_SIZE);
+	ib_umem_release(&umem->umem);
+	expect_revoked_once(test, &mr);
+	KUNIT_EXPECT_EQ(test, atomic_read(&exp->unpins), 1);
+	KUNIT_EXPECT_EQ(test, atomic_read(&exp->maps), 0);
+	KUNIT_EXPECT_EQ(test, atomic_read(&exp->attachments), 0);
+}
+
+KUNIT_DEFINE_ACTION_WRAPPER(dealloc_ibdev, ib_dealloc_device,
+			    struct ib_device *);
+
+/*
+ * Runs after everything a case registered: its fds and references are gone
+ * by then, so every buffer it created must be released.
+ */
+static void umem_kunit_leaks(void *data)
+{
+	struct kunit *test = data;
+	struct umem_kunit *ctx = test->priv;
+	struct dmabuf_mock_stats after;
+
+	/* fput() from a kernel thread defers the final release. */
+	flush_delayed_fput();
+	dmabuf_mock_stats(&after);
+	KUNIT_EXPECT_EQ_MSG(test, after.buffers, ctx->before.buffers,
+			    "mock buffers leaked");
+	KUNIT_EXPECT_EQ_MSG(test, after.pages, ctx->before.pages,
+			    "mock pages leaked");
+	KUNIT_EXPECT_EQ_MSG(test, atomic_long_read(&test_exporters),
+			    ctx->exporters_before, "test buffers leaked");
+}
+
+static int umem_kunit_init(struct kunit *test)
+{
+	struct umem_kunit *ctx;
+
+	ctx = kunit_kzalloc(test, sizeof(*ctx), GFP_KERNEL);
+	KUNIT_ASSERT_NOT_NULL(test, ctx);
+	test->priv = ctx;
+	ctx->dma_dev = dma_device(test, "ib_umem_dmabuf_kunit");
+	dmabuf_mock_stats(&ctx->before);
+	ctx->exporters_before = atomic_long_read(&test_exporters);
+	KUNIT_ASSERT_EQ(test, kunit_add_action_or_reset(test, umem_kunit_leaks,
+							test), 0);
+
+	/* Never registered: the umem code needs no more than this. */
+	ctx->ibdev = _ib_alloc_device(sizeof(*ctx->ibdev), &init_net);
+	KUNIT_ASSERT_NOT_NULL(test, ctx->ibdev);
+	KUNIT_ASSERT_EQ(test, kunit_add_action_or_reset(test, dealloc_ibdev,
+							ctx->ibdev), 0);
+	KUNIT_ASSERT_EQ(test, dev_set_name(&ctx->ibdev->dev, "kunit_ib"), 0);
+	ctx->ibdev->dma_device = ctx->dma_dev;
+	return 0;
+}
+
+static struct kunit_case umem_dmabuf_cases[] = {
+	KUNIT_CASE(test_pinned_revocable_lock),
+	KUNIT_CASE(test_revoke_then_release),
+	KUNIT_CASE_SLOW(test_revoke_races_release),
+	KUNIT_CASE(test_revoke_waits_for_unlock),
+	KUNIT_CASE(test_revoke_without_callback),
+	KUNIT_CASE(test_no_pin),
+	KUNIT_CASE(test_bad_range),
+	KUNIT_CASE(test_map_failure),
+	KUNIT_CASE(test_cpu_revocable),
+	KUNIT_CASE(test_require_revocable),
+	KUNIT_CASE(test_dma_device),
+	KUNIT_CASE(test_set_mr_revoke),
+	KUNIT_CASE(test_set_mr_release),
+	KUNIT_CASE(test_uverbs_pin_policy),
+	KUNIT_CASE(test_uverbs_pin_exporter),
+	{}
+};
+
+static struct kunit_suite umem_dmabuf_suite = {
+	.name = "ib_umem_dmabuf",
+	.init = umem_kunit_init,
+	.test_cases = umem_dmabuf_cases,
+};
+
+kunit_test_suite(umem_dmabuf_suite);
+
+MODULE_DESCRIPTION("KUnit tests for revocable dma-buf umems");
+MODULE_LICENSE("GPL");
+MODULE_IMPORT_NS("DMA_BUF");
+MODULE_IMPORT_NS("DMABUF_MOCK");
+MODULE_IMPORT_NS("EXPORTED_FOR_KUNIT_TESTING");
