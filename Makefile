@@ -12,7 +12,8 @@ KSELFTEST_TARGETS ?= rdma drivers/dma-buf
 export KSELFTEST_TARGETS
 
 .PHONY: help deps fetch tree export series modules kernel kernel-debug \
-	kselftest rdma-core iproute2 userspace demo vm test check bisect-check clean
+	kselftest docs rdma-core iproute2 userspace demo vm test check \
+	bisect-check clean
 
 help:
 	@sed -n 's/^## //p' $(MAKEFILE_LIST)
@@ -63,6 +64,11 @@ kselftest: tree
 	$(MAKE) -s -C $(B)/linux/tools/testing/selftests \
 		TARGETS="$(KSELFTEST_TARGETS)" O=$(B)/kselftest-build \
 		INSTALL_PATH=$(B)/kselftest install >/dev/null
+
+## docs          Sphinx build of Documentation/infiniband (dmabuf_revoke.rst
+##               and the kernel-doc it includes) in build/htmldocs
+docs: tree
+	scripts/docs.sh
 
 ## rdma-core     rdma-core's rxe provider + libibverbs with rdma-core/patches
 ##               (ibv_reg_dmabuf_mr on rxe; the guests use it when built)

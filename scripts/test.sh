@@ -6,14 +6,14 @@
 # failed.
 #
 # usage: scripts/test.sh [STEP...]   (default: all steps, in order)
-#   steps: series oot kselftest kernels lint rdma-core iproute2 userspace
+#   steps: series oot kselftest kernels lint docs rdma-core iproute2 userspace
 #          guest-debian guest-base guest-debug
 set -u
 
 top=$(cd "$(dirname "$0")/.." && pwd)
 res=$top/build/results
 mkdir -p "$res"
-steps=${*:-series oot kselftest kernels lint rdma-core iproute2 userspace guest-debian guest-base guest-debug}
+steps=${*:-series oot kselftest kernels lint docs rdma-core iproute2 userspace guest-debian guest-base guest-debug}
 export KSELFTEST_TARGETS=${KSELFTEST_TARGETS:-rdma drivers/dma-buf}
 # What the guests run: kselftest collections, or COLLECTION:TEST. Not
 # drivers/dma-buf:udmabuf, upstream's, which needs 2 GiB of 2 MiB huge
@@ -118,6 +118,11 @@ for step in $steps; do
 		log "static checks of our new files: W=1, sparse, kernel-doc"
 		"$top/scripts/lint.sh" > "$res/lint.tap" 2> "$res/lint.log"
 		cat "$res/lint.tap"
+		;;
+	docs)
+		log "docs: Sphinx build of Documentation/infiniband"
+		"$top/scripts/docs.sh" > "$res/docs.tap" 2> "$res/docs.log"
+		cat "$res/docs.tap"
 		;;
 	kselftest)
 		log "build: kselftests ($KSELFTEST_TARGETS) from the patched tree"
