@@ -13,7 +13,7 @@ export KSELFTEST_TARGETS
 
 .PHONY: help deps fetch tree export series modules kernel kernel-debug \
 	kselftest docs rdma-core iproute2 userspace demo vm test check \
-	bisect-check clean
+	bisect-check stress clean
 
 help:
 	@sed -n 's/^## //p' $(MAKEFILE_LIST)
@@ -108,6 +108,12 @@ check: tree
 ##               the hardware drivers, selftests); not part of `make test`
 bisect-check: tree
 	scripts/bisect-check.sh
+
+## stress        the full dma-buf MR revoke stress run: debug kernel, 600 s
+##               (DMABUF_MR_STRESS_SECS); needs make kernel-debug and make
+##               kselftest first; not part of `make test`
+stress:
+	scripts/stress.sh
 
 .PHONY: deps-check
 deps-check:
