@@ -38,6 +38,8 @@ struct dmabuf_mock {
 	struct dma_buf *dmabuf;
 	struct page **pages;
 	pgoff_t npages;
+	/* DMABUF_MOCK_VMAP_EAGER: the mapping .vmap hands out */
+	void *eager_vaddr;
 	u32 flags;
 	bool revoked;
 	atomic_t attachments;
@@ -215,7 +217,9 @@ static int dmabuf_mock_vmap(struct dma_buf *dmabuf, struct iosys_map *map)
 	if (mock->revoked)
 		return -ENODEV;
 
-	vaddr = vmap(mock->pages, mock->npages, VM_MAP, PAGE_KERNEL);
+	vaddr = mock->eager_vaddr;
+	if (!vaddr)
+		vaddr = vmap(mock->pages, mock->npages, VM_MAP, PAGE_KERNEL);
 	if (!vaddr)
 		return -ENOMEM;
 	/* An MMIO exporter hands out __iomem: importers must refuse it. */
@@ -230,9 +234,12 @@ static int dmabuf_mock_vmap(struct dma_buf *dmabuf, struct iosys_map *map)
 static void dmabuf_mock_vunmap(struct dma_buf *dmabuf, struct iosys_map *map)
 {
 	struct dmabuf_mock *mock = dmabuf->priv;
+	void *vaddr = map->is_iomem ? (void __force *)map->vaddr_iomem :
+				      map->vaddr;
 
 	dma_resv_assert_held(dmabuf->resv);
-	vunmap(map->is_iomem ? (void __force *)map->vaddr_iomem : map->vaddr);
+	if (vaddr != mock->eager_vaddr)
+		vunmap(vaddr);
 	atomic_dec(&mock->vmaps);
 	wake_up_all(&mock->wq);
 }
@@ -324,6 +331,8 @@ static void dmabuf_mock_release(struct dma_buf *dmabuf)
 
 	atomic64_sub(mock->npages, &dmabuf_mock_pages);
 	atomic64_dec(&dmabuf_mock_buffers);
+	if (mock->eager_vaddr)
+		vunmap(mock->eager_vaddr);
 	dmabuf_mock_free_pages(mock->pages, mock->npages);
 	kfree(mock);
 }
@@ -364,7 +373,8 @@ struct dma_buf *dmabuf_mock_create(u64 length, u32 flags)
 {
 	DEFINE_DMA_BUF_EXPORT_INFO(exp_info);
 	const u32 valid = DMABUF_MOCK_NO_PIN | DMABUF_MOCK_REQUIRE_REVOCABLE |
-			  DMABUF_MOCK_NO_VMAP | DMABUF_MOCK_VMAP_IOMEM;
+			  DMABUF_MOCK_NO_VMAP | DMABUF_MOCK_VMAP_IOMEM |
+			  DMABUF_MOCK_VMAP_EAGER;
 	struct dmabuf_mock *mock;
 	struct dma_buf *dmabuf;
 
@@ -386,6 +396,15 @@ struct dma_buf *dmabuf_mock_create(u64 length, u32 flags)
 		kfree(mock);
 		return ERR_PTR(-ENOMEM);
 	}
+	if (flags & DMABUF_MOCK_VMAP_EAGER) {
+		mock->eager_vaddr = vmap(mock->pages, mock->npages, VM_MAP,
+					 PAGE_KERNEL);
+		if (!mock->eager_vaddr) {
+			dmabuf_mock_free_pages(mock->pages, mock->npages);
+			kfree(mock);
+			return ERR_PTR(-ENOMEM);
+		}
+	}
 
 	exp_info.ops = flags & DMABUF_MOCK_NO_VMAP ? &dmabuf_mock_novmap_ops :
 						    &dmabuf_mock_ops;
@@ -394,6 +413,8 @@ struct dma_buf *dmabuf_mock_create(u64 length, u32 flags)
 	exp_info.priv = mock;
 	dmabuf = dma_buf_export(&exp_info);
 	if (IS_ERR(dmabuf)) {
+		if (mock->eager_vaddr)
+			vunmap(mock->eager_vaddr);
 		dmabuf_mock_free_pages(mock->pages, mock->npages);
 		kfree(mock);
 		return dmabuf;
@@ -417,6 +438,7 @@ static struct dmabuf_mock *to_mock(struct dma_buf *dmabuf)
 static void dmabuf_mock_scrub(struct dmabuf_mock *mock, u32 flags)
 {
 	struct page **fresh;
+	void *vaddr = NULL;
 	pgoff_t i;
 
 	if (flags & DMABUF_MOCK_REVOKE_POISON) {
@@ -431,6 +453,16 @@ static void dmabuf_mock_scrub(struct dmabuf_mock *mock, u32 flags)
 	fresh = dmabuf_mock_alloc_pages(mock->npages);
 	if (!fresh)
 		return;
+	if (mock->eager_vaddr) {
+		vaddr = vmap(fresh, mock->npages, VM_MAP, PAGE_KERNEL);
+		if (!vaddr) {
+			dmabuf_mock_free_pages(fresh, mock->npages);
+			return;
+		}
+		/* No importer has it vmapped: the revoke waited for that. */
+		vunmap(mock->eager_vaddr);
+		mock->eager_vaddr = vaddr;
+	}
 	swap(mock->pages, fresh);
 	dmabuf_mock_free_pages(fresh, mock->npages);
 }

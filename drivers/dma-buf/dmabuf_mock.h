@@ -32,12 +32,17 @@
  *	-EINVAL, as for most exporters of device memory
  * @DMABUF_MOCK_VMAP_IOMEM: .vmap returns the mapping marked is_iomem, as an
  *	MMIO exporter would
+ * @DMABUF_MOCK_VMAP_EAGER: the pages are vmapped at creation (and again
+ *	after a swapping revoke), so that .vmap allocates nothing and cannot
+ *	fail: for fault-injection tests of importers, which would otherwise
+ *	trip dma_buf_vmap()'s WARN_ON_ONCE() on an exporter's failed vmap
  */
 enum dmabuf_mock_create_flags {
 	DMABUF_MOCK_NO_PIN = 1 << 0,
 	DMABUF_MOCK_REQUIRE_REVOCABLE = 1 << 1,
 	DMABUF_MOCK_NO_VMAP = 1 << 2,
 	DMABUF_MOCK_VMAP_IOMEM = 1 << 3,
+	DMABUF_MOCK_VMAP_EAGER = 1 << 4,
 };
 
 /**

@@ -277,6 +277,36 @@ static void test_vmap_flags(struct kunit *test)
 	dma_buf_put(iomem);
 }
 
+/* VMAP_EAGER: .vmap hands out the mapping made at creation, and a swap. */
+static void test_vmap_eager(struct kunit *test)
+{
+	struct dma_buf *dmabuf = create(test, 2 * PAGE_SIZE,
+					DMABUF_MOCK_VMAP_EAGER);
+	struct iosys_map map, again;
+	u8 byte;
+
+	KUNIT_ASSERT_EQ(test, dma_buf_vmap_unlocked(dmabuf, &map), 0);
+	dma_buf_vunmap_unlocked(dmabuf, &map);
+	KUNIT_ASSERT_EQ(test, dma_buf_vmap_unlocked(dmabuf, &again), 0);
+	KUNIT_EXPECT_PTR_EQ(test, again.vaddr, map.vaddr);
+	KUNIT_EXPECT_EQ(test, query(test, dmabuf).vmaps, 1);
+	dma_buf_vunmap_unlocked(dmabuf, &again);
+	KUNIT_EXPECT_EQ(test, query(test, dmabuf).vmaps, 0);
+
+	/* A swapping revoke maps the new pages: writes reach them. */
+	KUNIT_ASSERT_EQ(test, dmabuf_mock_revoke(dmabuf, DMABUF_MOCK_REVOKE_SWAP,
+						 20, NULL, 0), 0);
+	KUNIT_ASSERT_EQ(test, dmabuf_mock_restore(dmabuf), 0);
+	KUNIT_ASSERT_EQ(test, dma_buf_vmap_unlocked(dmabuf, &map), 0);
+	memset(map.vaddr + PAGE_SIZE, 0xa5, 1);
+	KUNIT_ASSERT_EQ(test, dmabuf_mock_access(dmabuf, PAGE_SIZE, &byte, 1,
+						 false), 0);
+	KUNIT_EXPECT_EQ(test, byte, 0xa5);
+	dma_buf_vunmap_unlocked(dmabuf, &map);
+	KUNIT_EXPECT_EQ(test, query(test, dmabuf).vmaps, 0);
+	dma_buf_put(dmabuf);
+}
+
 static void test_no_pin(struct kunit *test)
 {
 	struct dmabuf_mock_kunit *ctx = test->priv;
@@ -407,6 +437,7 @@ static struct kunit_case dmabuf_mock_cases[] = {
 	KUNIT_CASE(test_attach_after_revoke),
 	KUNIT_CASE(test_vmap),
 	KUNIT_CASE(test_vmap_flags),
+	KUNIT_CASE(test_vmap_eager),
 	KUNIT_CASE(test_no_pin),
 	KUNIT_CASE(test_scrub),
 	KUNIT_CASE(test_bad_input),
