@@ -13,7 +13,7 @@ export KSELFTEST_TARGETS
 
 .PHONY: help deps fetch tree export series modules kernel kernel-debug \
 	kselftest docs rdma-core iproute2 userspace demo vm test check \
-	bisect-check stress clean
+	bisect-check stress qemu-plugin qemu-plugin-check clean
 
 help:
 	@sed -n 's/^## //p' $(MAKEFILE_LIST)
@@ -114,6 +114,21 @@ bisect-check: tree
 ##               kselftest first; not part of `make test`
 stress:
 	scripts/stress.sh
+
+## qemu-plugin   the markcount TCG plugin (guest instruction counts between
+##               the markers of userspace/insn_marker.h; VM_PLUGIN_OUT in
+##               scripts/vm.sh), against the host QEMU's plugin header
+qemu-plugin:
+	scripts/qemu-plugin.sh
+
+$(B)/userspace/insn_calib: userspace/insn_calib.c userspace/insn_marker.h
+	@mkdir -p $(@D)
+	gcc -O2 -Wall -Wextra -Werror -o $@ $<
+
+## qemu-plugin-check  calibrate it in a guest (TCG): 2N instructions
+##               between two markers must count as 2N..1.01*2N (N=1e7)
+qemu-plugin-check: qemu-plugin $(B)/userspace/insn_calib
+	scripts/insn-check.sh
 
 .PHONY: deps-check
 deps-check:

@@ -11,7 +11,11 @@
 #   -t         timeout in seconds for the whole run (default 900)
 #   -n         name of the run: output in build/vm/NAME/ (default: kernel)
 # Environment: ACCEL=auto|kvm|tcg (auto: try KVM once, fall back to TCG),
-#   VM_MEM (default 4G), VM_CPUS (default 2).
+#   VM_MEM (default 4G), VM_CPUS (default 2),
+#   VM_PLUGIN_OUT=FILE: count guest instructions with the markcount TCG
+#   plugin (make qemu-plugin builds it) and write "<id> <count>" to FILE at
+#   each marker of userspace/insn_marker.h; TCG only (ACCEL=kvm is refused,
+#   auto means tcg). VM_CPUS=1 keeps other vCPUs out of the counts.
 # The command runs as root in the guest, in build/vm/NAME, with the host's
 # programs; its output goes to stdout and build/vm/NAME/out.log, the kernel
 # log to build/vm/NAME/console.log.
@@ -19,6 +23,23 @@ set -eu
 
 top=$(cd "$(dirname "$0")/.." && pwd)
 build=$top/build
+# Instruction counting (VM_PLUGIN_OUT): a TCG plugin, which KVM cannot run.
+# Checked before waiting for the VM lock.
+plugin=
+if [ -n "${VM_PLUGIN_OUT:-}" ]; then
+	plugin=$build/qemu-plugin/libmarkcount.so
+	[ -f "$plugin" ] ||
+		{ echo "vm: VM_PLUGIN_OUT: no $plugin: run make qemu-plugin" >&2; exit 1; }
+	case ${ACCEL:-auto} in
+	kvm) echo "vm: VM_PLUGIN_OUT needs TCG (plugins do not run under KVM): unset ACCEL or set ACCEL=tcg" >&2
+	     exit 2 ;;
+	*) ACCEL=tcg ;;
+	esac
+	plugin_out=$(realpath -m "$VM_PLUGIN_OUT")
+	[ -d "$(dirname "$plugin_out")" ] ||
+		{ echo "vm: VM_PLUGIN_OUT: no directory $(dirname "$plugin_out")" >&2; exit 1; }
+fi
+
 # One VM at a time on a 2-core machine: a second run waits for the first.
 mkdir -p "$build"
 exec 9>"$build/.vm.lock"
@@ -131,6 +152,12 @@ kvm) qemu+=(-accel kvm -cpu host) ;;
 tcg) qemu+=(-accel tcg,thread=single) ;;
 *) echo "vm: ACCEL must be auto, kvm or tcg" >&2; exit 2 ;;
 esac
+if [ -n "$plugin" ]; then
+	# QEMU 7.2: -plugin [file=]FILE[,NAME=VALUE]..., the plugin gets
+	# "NAME=VALUE"; a comma in an option value is written twice.
+	qemu+=(-plugin "$plugin,out=${plugin_out//,/,,}")
+	echo "vm: counting instructions (markcount) into $plugin_out" >&2
+fi
 
 echo "vm: $kind kernel $kver, accel $accel, timeout ${timeout}s, run in $run" >&2
 : > "$run/out.log"
