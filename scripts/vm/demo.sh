@@ -4,10 +4,9 @@
 # modules this project builds, then the revoke demo: a dma-buf registered
 # with plain ibv_reg_dmabuf_mr, data moved, the exporter revokes, the peer's
 # next access fails and the exporter's counters are back at zero.
-# The guest has no network device to the outside (QEMU -nodefaults, no
-# -netdev): these addresses never leave it.
 set -eu
 top=$(cd "$(dirname "$0")/../.." && pwd)
+. "$top/scripts/vm/rxe-pair.sh"
 
 say() { printf '\n== %s\n' "$*"; }
 
@@ -18,19 +17,7 @@ for m in ib_core ib_uverbs rdma_ucm rdma_rxe dmabuf_mock; do
 done
 
 say "two namespaces, a veth pair, an rxe device on each end"
-ip netns add ra
-ip netns add rb
-ip link add rva type veth peer name rvb
-ip link set rva netns ra
-ip link set rvb netns rb
-ip -n ra addr add 198.18.0.1/24 dev rva
-ip -n rb addr add 198.18.0.2/24 dev rvb
-ip -n ra link set rva up
-ip -n rb link set rvb up
-ip -n ra link set lo up
-ip -n rb link set lo up
-ip netns exec ra rdma link add rxa type rxe netdev rva
-ip netns exec rb rdma link add rxb type rxe netdev rvb
+rxe_pair_up
 rdma link show
 ibv_devices
 
@@ -53,6 +40,5 @@ ip netns exec rb rping -c -a 198.18.0.1 -C 3 -v -S 40
 wait $srv
 
 say "counters on rxb: $(ip netns exec rb rdma statistic show link rxb/1 | grep -oE 'sent_pkts [0-9]+|rcvd_pkts [0-9]+' | paste -sd' ')"
-ip netns exec ra rdma link del rxa
-ip netns exec rb rdma link del rxb
+rxe_pair_down
 say "demo done"
