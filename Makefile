@@ -13,7 +13,8 @@ export KSELFTEST_TARGETS
 
 .PHONY: help deps fetch tree export series modules kernel kernel-debug \
 	kselftest docs rdma-core iproute2 userspace demo vm test check \
-	bisect-check stress qemu-plugin qemu-plugin-check clean
+	bisect-check stress qemu-plugin qemu-plugin-check bench bench-profile \
+	clean
 
 help:
 	@sed -n 's/^## //p' $(MAKEFILE_LIST)
@@ -81,9 +82,10 @@ iproute2:
 	scripts/iproute2.sh
 
 ## userspace     project tools in userspace/ (C++17): build/userspace/
-USERSPACE_BINS := $(B)/userspace/revoke_demo
+USERSPACE_BINS := $(B)/userspace/revoke_demo $(B)/userspace/revoke_bench
 userspace: $(USERSPACE_BINS)
-$(B)/userspace/%: userspace/%.cpp drivers/dma-buf/dmabuf_mock.h
+$(B)/userspace/%: userspace/%.cpp userspace/rdma_util.h userspace/insn_marker.h \
+		drivers/dma-buf/dmabuf_mock.h
 	@mkdir -p $(@D)
 	g++ -std=c++17 -O2 -Wall -Wextra -Werror -o $@ $< -libverbs
 
@@ -129,6 +131,17 @@ $(B)/userspace/insn_calib: userspace/insn_calib.c userspace/insn_marker.h
 ##               between two markers must count as 2N..1.01*2N (N=1e7)
 qemu-plugin-check: qemu-plugin $(B)/userspace/insn_calib
 	scripts/insn-check.sh
+
+## bench         benchmarks in a guest (rxe, TCG): dma-buf vs plain MRs,
+##               revoke scaling, registration, vs ODP, vs a CPU bounce;
+##               A/B pairs, wall time and guest instruction counts;
+##               build/bench/{table.txt,summary.csv,bench.svg} (~25 min)
+bench: modules rdma-core iproute2 userspace
+	scripts/bench.sh
+
+## bench-profile SECTION=a..e  perf profile of one bench section in a guest
+bench-profile: modules rdma-core iproute2 userspace
+	scripts/bench.sh --profile $(or $(SECTION),d)
 
 .PHONY: deps-check
 deps-check:

@@ -11,7 +11,7 @@ pkgs=(qemu-system-x86 qemu-utils ccache dwarves rdma-core ibverbs-utils
       libibverbs-dev librdmacm-dev xz-utils zstd gcc make git python3 file
       gzip rsync python3-ply dpkg-dev cmake ninja-build pkg-config
       libnl-3-dev libnl-route-3-dev libmnl-dev patch python3-sphinx
-      python3-sphinx-rtd-theme)
+      python3-sphinx-rtd-theme gnuplot-nox linux-perf)
 missing=()
 for p in "${pkgs[@]}"; do
 	dpkg-query -W -f='${Status}\n' "$p" 2>/dev/null | grep -q 'install ok installed' ||

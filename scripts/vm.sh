@@ -16,6 +16,10 @@
 #   plugin (make qemu-plugin builds it) and write "<id> <count>" to FILE at
 #   each marker of userspace/insn_marker.h; TCG only (ACCEL=kvm is refused,
 #   auto means tcg). VM_CPUS=1 keeps other vCPUs out of the counts.
+#   VM_TCG_THREAD=single|multi (default single): multi runs each vCPU in
+#   its own host thread (MTTCG), so that work pinned to one vCPU does not
+#   share a host CPU with another's; not with VM_PLUGIN_OUT (its counter
+#   is not atomic).
 # The command runs as root in the guest, in build/vm/NAME, with the host's
 # programs; its output goes to stdout and build/vm/NAME/out.log, the kernel
 # log to build/vm/NAME/console.log.
@@ -35,6 +39,8 @@ if [ -n "${VM_PLUGIN_OUT:-}" ]; then
 	     exit 2 ;;
 	*) ACCEL=tcg ;;
 	esac
+	[ "${VM_TCG_THREAD:-single}" = single ] ||
+		{ echo "vm: VM_PLUGIN_OUT needs VM_TCG_THREAD=single" >&2; exit 2; }
 	plugin_out=$(realpath -m "$VM_PLUGIN_OUT")
 	[ -d "$(dirname "$plugin_out")" ] ||
 		{ echo "vm: VM_PLUGIN_OUT: no directory $(dirname "$plugin_out")" >&2; exit 1; }
@@ -149,7 +155,11 @@ if [ "$accel" = auto ]; then
 fi
 case $accel in
 kvm) qemu+=(-accel kvm -cpu host) ;;
-tcg) qemu+=(-accel tcg,thread=single) ;;
+tcg)
+	case ${VM_TCG_THREAD:-single} in
+	single|multi) qemu+=(-accel "tcg,thread=${VM_TCG_THREAD:-single}") ;;
+	*) echo "vm: VM_TCG_THREAD must be single or multi" >&2; exit 2 ;;
+	esac ;;
 *) echo "vm: ACCEL must be auto, kvm or tcg" >&2; exit 2 ;;
 esac
 if [ -n "$plugin" ]; then

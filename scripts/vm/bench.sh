@@ -1,0 +1,63 @@
+#!/bin/bash
+# Runs in the guest (make bench): the rxe pair of demo.sh, then
+# revoke_bench with the dma-buf MR on rxa and traffic from rxb. The guest's
+# writes stay in its tmpfs overlay, so the results (the raw samples, a
+# description of the machine, profiles) are printed to stdout, each line
+# prefixed with "@@NAME@@ ", for scripts/bench.sh to pick out of out.log.
+#
+# usage: bench.sh
+# Environment: BENCH_SECTIONS (default abcde), BENCH_PAIRS (default 15),
+#   BENCH_PIN=1: revoke_bench --pin 1 (measuring thread on CPU 0, traffic
+#   on CPU 1), with the kernel's unbound workqueues kept on CPU 1;
+#   BENCH_PROFILE=SECTION: instead, profile that section with
+#   perf record -a -g (cpu-clock) and write OUT_DIR/profile-SECTION.txt.
+set -eu
+top=$(cd "$(dirname "$0")/../.." && pwd)
+out=/tmp/bench
+. "$top/scripts/vm/rxe-pair.sh"
+
+emit() {
+	[ -f "$out/$1" ] && sed "s/^/@@$1@@ /" "$out/$1"
+	return 0
+}
+
+mkdir -p "$out"
+rxe_pair_up
+{
+	echo "kernel: $(uname -r)"
+	echo "cpus: $(nproc)"
+	echo "memory: $(awk '/MemTotal/ {print $2 " kB"}' /proc/meminfo)"
+	echo "cpu: $(sed -n 's/^model name\s*: //p' /proc/cpuinfo | head -n1)"
+	for m in ib_core rdma_rxe dmabuf_mock; do
+		echo "module $m: $(modinfo -n "$m")"
+	done
+} > "$out/guest.txt"
+
+bench=$top/build/userspace/revoke_bench
+if [ -n "${BENCH_PROFILE:-}" ]; then
+	s=$BENCH_PROFILE
+	perf record -q -a -g -e cpu-clock -o /tmp/perf.data -- \
+		"$bench" --sections "$s" --pairs "${BENCH_PAIRS:-3}" \
+		--raw "$out/profile-$s.csv" rxa rxb
+	# Inclusive (children) and self time per symbol, no call chains.
+	perf report -i /tmp/perf.data --stdio --children -g none \
+		--sort symbol --percent-limit 1 > "$out/profile-$s.txt" 2>/dev/null
+	perf report -i /tmp/perf.data --stdio --no-children -g none \
+		--sort symbol --percent-limit 0.3 > "$out/profile-$s-flat.txt" 2>/dev/null
+	emit "profile-$s.txt"
+	emit "profile-$s-flat.txt"
+else
+	pin=0
+	if [ "${BENCH_PIN:-0}" = 1 ]; then
+		[ "$(nproc)" -ge 2 ] || { echo "bench: BENCH_PIN=1 needs 2 CPUs" >&2; exit 1; }
+		echo 2 > /sys/devices/virtual/workqueue/cpumask
+		pin=1
+	fi
+	rc=0
+	"$bench" --sections "${BENCH_SECTIONS:-abcde}" --pin "$pin" \
+		--pairs "${BENCH_PAIRS:-15}" --raw "$out/raw.csv" rxa rxb || rc=$?
+	emit raw.csv
+	[ "$rc" = 0 ] || exit "$rc"
+fi
+emit guest.txt
+rxe_pair_down
