@@ -139,9 +139,10 @@ qemu-plugin-check: qemu-plugin $(B)/userspace/insn_calib
 bench: modules rdma-core iproute2 userspace
 	scripts/bench.sh
 
-## bench-profile SECTION=a..e  perf profile of one bench section in a guest
+## bench-profile SECTION=a..e [FTRACE=kernel_function]  perf profile (or
+##               function_graph trace) of one bench section in a guest
 bench-profile: modules rdma-core iproute2 userspace
-	scripts/bench.sh --profile $(or $(SECTION),d)
+	BENCH_FTRACE=$(FTRACE) scripts/bench.sh --profile $(or $(SECTION),d)
 
 .PHONY: deps-check
 deps-check:

@@ -10,6 +10,9 @@ the same run (optional: "-" or a missing file means wall time only). The
 k-th begin/end marker pair of the log belongs to the sample with seq k.
 --smp-raw is a second run of section b with --pin 1 on 2 CPUs: its
 revoke-under-traffic figures are reported beside the main run's.
+--ftrace is a function_graph trace of rxe_dmabuf_mr_revoke over section b
+(bench-ftrace.py): the time its down_write() takes under traffic beyond
+idle is the wait for the copy in flight.
 Section b's samples are divided by their ops (REVOKE calls, or buffers
 deregistered) first.
 
@@ -101,6 +104,44 @@ class Results:
         return [r[metric] for r in self.by.get((section, case, param, variant), {}).values()]
 
 
+def ftrace_rows(path, pkt, lines, table):
+    """The revoke callback's lock wait and a control, traffic vs idle."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location(
+        "bench_ftrace", os.path.join(os.path.dirname(__file__), "bench-ftrace.py"))
+    bf = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bf)
+    calls = bf.parse("rxe_dmabuf_mr_revoke", path)
+    for n in sorted({k[1] for k in calls}):
+        idle = calls.get(("revoke", n, "idle"), [])
+        for tv, msg in (("traffic", "64 KiB"), ("traffic_1m", "1 MiB")):
+            tr = calls.get(("revoke", n, tv), [])
+            if not idle or not tr:
+                continue
+            for fn, goal in (("down_write", ("<=", pkt / 1e3) if pkt else None),
+                             ("up_write", None), ("total", None)):
+                a = [c.get(fn, 0) for c in tr]
+                b = [c.get(fn, 0) for c in idle]
+                a1, am, a3 = quartiles(a)
+                b1, bm, b3 = quartiles(b)
+                lo, med, hi = a1 - b3, am - bm, a3 - b1
+                st = judge(lo, hi, goal) if goal else "-"
+                what = {"down_write": "wait for the copy in flight (down_write)",
+                        "up_write": "control: up_write, which cannot wait",
+                        "total": "the whole callback"}[fn]
+                name = f"b ftrace, {msg} traffic-idle: {what}"
+                gs = f"<= {goal[1]:.1f} us" if goal else "-"
+                lines.append({"comparison": name, "param": n, "a": tv,
+                              "b": "idle", "pairs": f"{len(a)}/{len(b)} calls",
+                              "a_median": am, "b_median": bm, "unit": "us",
+                              "wall_ratio": med, "wall_q1": lo, "wall_q3": hi,
+                              "insn_ratio": "", "insn_q1": "", "insn_q3": "",
+                              "goal": gs, "verdict": st})
+                table.append((name, str(n), f"{am:.1f} us", f"{bm:.1f} us", "-",
+                              f"{med:.1f} us [{lo:.1f},{hi:.1f}]", "-",
+                              f"{len(a)}/{len(b)}", gs, st))
+
+
 def verdict(states):
     if not states:
         return "no data"
@@ -141,6 +182,7 @@ def main():
     ap.add_argument("--raw", required=True)
     ap.add_argument("--insns", default="-")
     ap.add_argument("--smp-raw", default="-")
+    ap.add_argument("--ftrace", default="-")
     ap.add_argument("--out", required=True)
     args = ap.parse_args()
     out = args.out
@@ -276,6 +318,8 @@ def main():
                           fmt_ns(statistics.median(b[m] for _, b in prs)), "-",
                           f"{fmt_ns(med)} [{fmt_ns(q1)},{fmt_ns(q3)}]", "-",
                           str(len(prs)), f"<= {fmt_ns(pkt)}" if pkt else "-", st))
+    if args.ftrace != "-":
+        ftrace_rows(args.ftrace, pkt, lines, table)
     pr = smp or res
     if smp:
         plots["b_smp"] = []
@@ -286,17 +330,26 @@ def main():
                 q1, med, q3 = quartiles(vals)
                 plots["b_abs_" + v].append((n, {"wall_ns": (med / 1e6, q1 / 1e6, q3 / 1e6)}, v))
 
-    # (c) registration: t_dmabuf / t_plain.
+    # (c) registration: t_dmabuf / t_plain; and with an exporter that
+    # keeps its kernel mapping (no vmap at registration).
     for size in res.params("c", "reg"):
         compare("c reg dmabuf/plain", "c", "reg", size, "dmabuf", "plain",
                 fwd, ("<=", 1.0) if size == 1 << 30 else None, "ms",
                 absval=ms, plot="c")
+    for size in res.params("c", "reg"):
+        compare("c reg dmabuf(kept vmap)/plain", "c", "reg", size,
+                "dmabuf_kmapped", "plain_2", fwd,
+                ("<=", 1.0) if size == 1 << 30 else None, "ms",
+                absval=ms, plot="c_kmapped")
 
     # (d) ODP: t_odp / t_dmabuf.
     for case, goal in (("first_pass", (">=", 2.0)), ("steady", (">=", 0.98))):
         for size in res.params("d", case):
             compare(f"d {case} odp/dmabuf", "d", case, size, "dmabuf", "odp",
                     inv, goal, "ms", absval=ms, plot="de")
+            compare(f"d {case} odp(4 KiB pages)/dmabuf", "d", case, size,
+                    "dmabuf_2", "odp_4k", inv, goal, "ms", absval=ms,
+                    plot="de")
 
     # (e) bounce: t_bounce / t_direct.
     for size in res.params("e", "land"):
@@ -351,7 +404,7 @@ def plot(out, plots, have_insns):
                 f"yerrorlines pt {pt} title '{title}'")
 
     m2 = ["wall_ns"] + (["insns"] if have_insns else [])
-    gp = ["set multiplot layout 2,2 title 'revoke_bench on rxe (median, IQR error bars)'",
+    gp = ["set termoption noenhanced", "set multiplot layout 2,2 title 'revoke_bench on rxe (median, IQR error bars)'",
           "set termoption noenhanced",
           "set logscale x 2", "set grid", "set key bottom right",
           SIZE_TICS]
@@ -367,7 +420,8 @@ def plot(out, plots, have_insns):
         gp += ["set title '(a) dma-buf MR speed / plain MR speed'",
                "set xlabel 'message size'", "set ylabel 'ratio'",
                "set arrow 1 from graph 0, first 0.98 to graph 1, first 0.98 nohead dt 2",
-               "plot " + ", ".join(s), "unset arrow 1"]
+               "set key top right maxrows 4 font ',8'",
+               "plot " + ", ".join(s), "unset arrow 1", "set key bottom right font ',9'"]
     # (b)
     s = [series("b_abs_" + v, t, "wall_ns", pt) for v, t, pt in
          (("idle", "REVOKE, idle", 5), ("traffic", "REVOKE, 64 KiB WRITEs in flight", 7),
@@ -382,7 +436,9 @@ def plot(out, plots, have_insns):
                "plot " + ", ".join(s), "unset logscale y", "set logscale x 2",
                SIZE_TICS, "set key bottom right"]
     # (c)
-    s = [x for x in (series("c", f"reg ({'wall' if m == 'wall_ns' else 'insns'})", m, 5 + i)
+    s = [x for x in (series(n, f"{t} ({'wall' if m == 'wall_ns' else 'insns'})", m, pt + i)
+                     for n, t, pt in (("c", "exporter vmaps at reg", 5),
+                                      ("c_kmapped", "exporter keeps its vmap", 9))
                      for i, m in enumerate(m2)) if x]
     if s:
         gp += ["set title '(c) ibv_reg_dmabuf_mr time / ibv_reg_mr time'",

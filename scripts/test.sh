@@ -7,13 +7,13 @@
 #
 # usage: scripts/test.sh [STEP...]   (default: all steps, in order)
 #   steps: series oot kselftest kernels lint docs rdma-core iproute2 userspace
-#          guest-debian guest-base guest-debug
+#          bench guest-debian guest-base guest-debug
 set -u
 
 top=$(cd "$(dirname "$0")/.." && pwd)
 res=$top/build/results
 mkdir -p "$res"
-steps=${*:-series oot kselftest kernels lint docs rdma-core iproute2 userspace guest-debian guest-base guest-debug}
+steps=${*:-series oot kselftest kernels lint docs rdma-core iproute2 userspace bench guest-debian guest-base guest-debug}
 export KSELFTEST_TARGETS=${KSELFTEST_TARGETS:-rdma drivers/dma-buf}
 # What the guests run: kselftest collections, or COLLECTION:TEST. Not
 # drivers/dma-buf:udmabuf, upstream's, which needs 2 GiB of 2 MiB huge
@@ -145,9 +145,19 @@ for step in $steps; do
 			echo "# iproute2: build failed (log: $res/build-iproute2.log); the guests fall back to the distro's rdma tool"
 		;;
 	userspace)
-		log "build: project tools in userspace/ (revoke_demo)"
-		single build-userspace "build: userspace tools (revoke_demo)" \
+		log "build: project tools in userspace/ (revoke_demo, revoke_bench)"
+		single build-userspace "build: userspace tools (revoke_demo, revoke_bench)" \
 			make -s -C "$top" userspace
+		;;
+	bench)
+		# The report's arithmetic on made-up samples (host), then make
+		# bench with 2 pairs (guests): that it runs and reports, not
+		# how fast anything is.
+		log "bench: report tests (host), then a 2-pair make bench (QEMU)"
+		python3 "$top/scripts/test-bench-report.py" > "$res/bench-report.tap" 2>&1
+		cat "$res/bench-report.tap"
+		"$top/scripts/bench-smoke.sh" > "$res/bench-smoke.tap" 2>&1
+		cat "$res/bench-smoke.tap"
 		;;
 	guest-debian)
 		log "guest: Debian 7.3 kernel + our out-of-tree modules"

@@ -4,9 +4,13 @@
 // they save, measured as A/B pairs in one process.
 //
 // usage: revoke_bench [--sections abcde] [--pairs N] [--pin 0|1]
-//                     [--raw FILE] DEVICE PEER_DEVICE
+//                     [--only SIZE|N] [--traffic-only 0|1]
+//                     [--trace-marker 0|1] [--raw FILE] DEVICE PEER_DEVICE
 //
-// --pin 1 runs the measuring thread on CPU 0 and the traffic thread of
+// --only runs one message/MR size (a, c, e) or MR count (b) only;
+// --traffic-only 1 runs only section b's REVOKEs under traffic (both for
+// profiles); --trace-marker 1 writes a line naming each sample to ftrace's
+// trace_marker before it, to tell traced calls apart. --pin 1 runs the measuring thread on CPU 0 and the traffic thread of
 // section b on CPU 1 (keep the kernel's unbound work off CPU 0 too, e.g.
 // /sys/devices/virtual/workqueue/cpumask), so that revoke under traffic is
 // not slowed by sharing a CPU with the traffic.
@@ -34,9 +38,11 @@
 //  b  REVOKE of 1, 10, 100, 1000 MRs on one buffer, idle and while the peer
 //     streams WRITEs (64 KiB or 1 MiB) into one of them, vs deregistering
 //     the same MRs
-//  c  ibv_reg_dmabuf_mr vs ibv_reg_mr, 4 KiB .. 1 GiB
+//  c  ibv_reg_dmabuf_mr vs ibv_reg_mr, 4 KiB .. 1 GiB; also with an
+//     exporter that keeps its kernel mapping (DMABUF_MOCK_VMAP_EAGER)
 //  d  dma-buf MR vs ODP MR: the first WRITE pass over fresh memory, then a
-//     second pass (steady state)
+//     second pass (steady state); ODP with transparent huge pages as the
+//     system has them, and with 4 KiB pages (MADV_NOHUGEPAGE)
 //  e  RDMA WRITE into the dma-buf MR vs WRITE into a plain MR and memcpy
 //     into the dma-buf through its mmap (the CPU bounce fallback)
 // Progress and skipped sections go to stderr ("bench: ...").
@@ -104,15 +110,36 @@ uint64_t busy_ns()
 
 class Recorder {
 public:
-	explicit Recorder(std::FILE *out) : out_(out)
+	Recorder(std::FILE *out, bool trace_marker) : out_(out)
 	{
 		std::fprintf(out_, "seq,section,case,param,variant,pair,wall_ns,thread_ns,busy_ns,bytes,ops\n");
+		if (trace_marker) {
+			marker_ = open("/sys/kernel/tracing/trace_marker",
+				       O_WRONLY | O_CLOEXEC);
+			if (marker_ < 0)
+				fail("open /sys/kernel/tracing/trace_marker", errno);
+		}
+	}
+	~Recorder()
+	{
+		if (marker_ >= 0)
+			close(marker_);
 	}
 	// Times fn() as one sample. fn returns the bytes it moved (0 if none).
 	void sample(const char *section, const char *cs, uint64_t param,
 		    const char *variant, int pair, uint64_t ops,
 		    const std::function<uint64_t()> &fn)
 	{
+		if (marker_ >= 0) {
+			// Labels what the kernel traces next (bench-ftrace.py).
+			std::string m = "revoke_bench: seq=" + std::to_string(seq_) +
+					" case=" + cs + " param=" +
+					std::to_string(param) + " variant=" +
+					variant + "\n";
+
+			if (write(marker_, m.data(), m.size()) < 0)
+				fail("write trace_marker", errno);
+		}
 		uint64_t b0 = busy_ns();
 		uint64_t c0 = now_ns(CLOCK_THREAD_CPUTIME_ID);
 		uint64_t t0 = now_ns(CLOCK_MONOTONIC);
@@ -134,6 +161,7 @@ public:
 private:
 	std::FILE *out_;
 	uint64_t seq_ = 0;
+	int marker_ = -1;
 };
 
 // Runs a() and b() as one pair, alternating which goes first.
@@ -196,9 +224,11 @@ void dereg(ibv_mr *mr)
 class Bench {
 public:
 	Bench(const char *dev, const char *peer, int pairs, bool pin,
+	      uint64_t only, bool traffic_only, bool trace_marker,
 	      std::FILE *raw)
 		: dev_name_(dev), peer_name_(peer), pairs_(pairs), pin_(pin),
-		  rec_(raw),
+		  only_(only), traffic_only_(traffic_only),
+		  rec_(raw, trace_marker),
 		  owner_(dev, kDepth, true), peer_(peer, kDepth, true),
 		  local_(kXferBuf)
 	{
@@ -260,6 +290,9 @@ private:
 	const char *dev_name_, *peer_name_;
 	int pairs_;
 	bool pin_;
+	uint64_t only_;		// if not 0, the one size or MR count to run
+	bool traffic_only_;	// section b: only the REVOKEs under traffic
+	bool skip(uint64_t param) const { return only_ && param != only_; }
 	Recorder rec_;
 	End owner_, peer_;
 	Buffer local_;
@@ -277,6 +310,8 @@ void Bench::xfer()
 	ibv_mr *dmr = reg_dmabuf(owner_.pd, mock, kXferBuf);
 
 	for (uint32_t size = 64; size <= kXferBuf; size *= 4) {
+		if (skip(size))
+			continue;
 		for (ibv_wr_opcode op : {IBV_WR_RDMA_WRITE, IBV_WR_RDMA_READ}) {
 			bool w = op == IBV_WR_RDMA_WRITE;
 			// Bandwidth: 2 MiB in 2..256 WRs.
@@ -340,8 +375,10 @@ void Bench::revoke()
 
 	for (size_t n : {1, 10, 100, 1000}) {
 		int pairs = n >= 1000 ? std::max(5, pairs_ / 2) : pairs_;
-		size_t bufs = n >= 100 ? 1 : 10;
+		size_t bufs = std::max<size_t>(1, 100 / n);
 
+		if (skip(n))
+			continue;
 		while (mocks.size() < bufs) {
 			mocks.push_back(std::make_unique<Mock>());
 			mocks.back()->create(kLen);
@@ -430,7 +467,8 @@ void Bench::revoke()
 			};
 			// idle/dereg is the A/B pair; traffic runs after both,
 			// with 64 KiB and with 1 MiB messages in flight.
-			pair_ab(p, idle, dereg_only);
+			if (!traffic_only_)
+				pair_ab(p, idle, dereg_only);
 			pair_ab(p, [&] { traffic("traffic", 64 << 10); },
 				[&] { traffic("traffic_1m", 1 << 20); });
 		}
@@ -443,24 +481,33 @@ void Bench::reg()
 	for (uint64_t sz : {4ull << 10, 64ull << 10, 1ull << 20, 16ull << 20,
 			    256ull << 20, 1ull << 30}) {
 		int pairs = sz >= (256 << 20) ? std::max(5, pairs_ / 3) : pairs_;
-		Mock mock;
+
+		if (skip(sz))
+			continue;
+		Mock mock, eager;
 		Buffer plain(sz);
 
 		mock.create(sz);
+		// An exporter that keeps a kernel mapping of its memory:
+		// dma_buf_vmap() then costs rxe nothing at registration.
+		eager.create(sz, DMABUF_MOCK_VMAP_EAGER);
 		std::fprintf(stderr, "bench: c %" PRIu64 " B\n", sz);
 		for (int p = 0; p < pairs; p++) {
-			auto one = [&](bool dmabuf) {
+			auto one = [&](const char *variant, Mock *m) {
 				ibv_mr *mr = nullptr;
 
-				rec_.sample("c", "reg", sz, dmabuf ? "dmabuf" : "plain",
-					    p, 1, [&] {
-					mr = dmabuf ? reg_dmabuf(owner_.pd, mock, sz) :
-						      reg_plain(owner_.pd, plain.p, sz);
+				rec_.sample("c", "reg", sz, variant, p, 1, [&] {
+					mr = m ? reg_dmabuf(owner_.pd, *m, sz) :
+						 reg_plain(owner_.pd, plain.p, sz);
 					return uint64_t(0);
 				});
 				dereg(mr);
 			};
-			pair_ab(p, [&] { one(true); }, [&] { one(false); });
+			pair_ab(p, [&] { one("dmabuf", &mock); },
+				[&] { one("plain", nullptr); });
+			// The kept-mapping exporter against plain: its own pair.
+			pair_ab(p, [&] { one("dmabuf_kmapped", &eager); },
+				[&] { one("plain_2", nullptr); });
 		}
 	}
 }
@@ -483,37 +530,38 @@ void Bench::odp()
 	}
 	std::fprintf(stderr, "bench: d %zu B\n", kLen);
 	for (int p = 0; p < pairs_; p++) {
-		auto with_odp = [&] {
+		// The first WRITE pass over the whole MR, then a second one.
+		auto passes = [&](const char *variant, ibv_mr *mr) {
+			for (const char *cs : {"first_pass", "steady"})
+				rec_.sample("d", cs, kLen, variant, p, kLen / kWr, [&] {
+					return stream(IBV_WR_RDMA_WRITE, mr, kLen,
+						      kWr, kLen, 4);
+				});
+		};
+		// ODP on fresh anonymous memory, with transparent huge pages
+		// as the system has them, or with 4 KiB pages only.
+		auto with_odp = [&](const char *variant, bool small_pages) {
 			Buffer fresh(kLen, false);
+
+			if (small_pages && madvise(fresh.p, kLen, MADV_NOHUGEPAGE))
+				fail("madvise MADV_NOHUGEPAGE", errno);
 			ibv_mr *mr = reg_plain(owner_.pd, fresh.p, kLen,
 					       kAccess | IBV_ACCESS_ON_DEMAND);
-
-			rec_.sample("d", "first_pass", kLen, "odp", p, kLen / kWr, [&] {
-				return stream(IBV_WR_RDMA_WRITE, mr, kLen, kWr,
-					      kLen, 4);
-			});
-			rec_.sample("d", "steady", kLen, "odp", p, kLen / kWr, [&] {
-				return stream(IBV_WR_RDMA_WRITE, mr, kLen, kWr,
-					      kLen, 4);
-			});
+			passes(variant, mr);
 			dereg(mr);
 		};
-		auto with_dmabuf = [&] {
+		auto with_dmabuf = [&](const char *variant) {
 			Mock mock;
 
 			mock.create(kLen);
 			ibv_mr *mr = reg_dmabuf(owner_.pd, mock, kLen);
-			rec_.sample("d", "first_pass", kLen, "dmabuf", p, kLen / kWr, [&] {
-				return stream(IBV_WR_RDMA_WRITE, mr, kLen, kWr,
-					      kLen, 4);
-			});
-			rec_.sample("d", "steady", kLen, "dmabuf", p, kLen / kWr, [&] {
-				return stream(IBV_WR_RDMA_WRITE, mr, kLen, kWr,
-					      kLen, 4);
-			});
+			passes(variant, mr);
 			dereg(mr);
 		};
-		pair_ab(p, with_dmabuf, with_odp);
+		pair_ab(p, [&] { with_dmabuf("dmabuf"); },
+			[&] { with_odp("odp", false); });
+		pair_ab(p, [&] { with_dmabuf("dmabuf_2"); },
+			[&] { with_odp("odp_4k", true); });
 	}
 }
 
@@ -539,6 +587,8 @@ void Bench::bounce()
 	};
 
 	for (uint32_t size : {64u << 10, 1u << 20, 4u << 20}) {
+		if (skip(size))
+			continue;
 		std::fprintf(stderr, "bench: e %u B\n", size);
 		for (int p = 0; p < pairs_; p++) {
 			auto direct = [&] {
@@ -573,7 +623,9 @@ void Bench::bounce()
 [[noreturn]] void usage(const char *argv0)
 {
 	std::fprintf(stderr,
-		     "usage: %s [--sections abcde] [--pairs N] [--pin 0|1] [--raw FILE] DEVICE PEER_DEVICE\n",
+		     "usage: %s [--sections abcde] [--pairs N] [--pin 0|1] [--only SIZE|N]\n"
+		     "       [--traffic-only 0|1] [--trace-marker 0|1] [--raw FILE]\n"
+		     "       DEVICE PEER_DEVICE\n",
 		     argv0);
 	std::exit(2);
 }
@@ -585,7 +637,8 @@ int main(int argc, char **argv)
 	std::string sections = "abcde";
 	int pairs = 15;
 	const char *raw = nullptr;
-	bool pin = false;
+	bool pin = false, traffic_only = false, trace_marker = false;
+	uint64_t only = 0;
 	int i = 1;
 
 	for (; i + 1 < argc && argv[i][0] == '-'; i += 2) {
@@ -599,6 +652,12 @@ int main(int argc, char **argv)
 			raw = argv[i + 1];
 		else if (opt == "--pin")
 			pin = !std::strcmp(argv[i + 1], "1");
+		else if (opt == "--only")
+			only = std::strtoull(argv[i + 1], nullptr, 0);
+		else if (opt == "--traffic-only")
+			traffic_only = !std::strcmp(argv[i + 1], "1");
+		else if (opt == "--trace-marker")
+			trace_marker = !std::strcmp(argv[i + 1], "1");
 		else
 			usage(argv[0]);
 	}
@@ -614,7 +673,8 @@ int main(int argc, char **argv)
 	try {
 		if (pin)
 			pin_to_cpu(0);
-		Bench b(argv[i], argv[i + 1], pairs, pin, out);
+		Bench b(argv[i], argv[i + 1], pairs, pin, only, traffic_only,
+			trace_marker, out);
 
 		for (const char s : sections) {
 			switch (s) {

@@ -9,8 +9,13 @@
 # Environment: BENCH_SECTIONS (default abcde), BENCH_PAIRS (default 15),
 #   BENCH_PIN=1: revoke_bench --pin 1 (measuring thread on CPU 0, traffic
 #   on CPU 1), with the kernel's unbound workqueues kept on CPU 1;
-#   BENCH_PROFILE=SECTION: instead, profile that section with
-#   perf record -a -g (cpu-clock) and write OUT_DIR/profile-SECTION.txt.
+#   BENCH_PROFILE=SECTION: instead, profile that section with perf record
+#   (cpu-clock; all CPUs, or CPU 0 alone with BENCH_PIN=1) and print
+#   profile-SECTION.txt (inclusive) and profile-SECTION-flat.txt (self);
+#   with BENCH_FTRACE=FUNCTION as well, a function_graph trace of FUNCTION
+#   (BENCH_FTRACE_DEPTH levels, default 3) instead of perf, each sample
+#   labelled through trace_marker, printed as ftrace.txt;
+#   BENCH_ARGS: more revoke_bench options (--only, --traffic-only).
 set -eu
 top=$(cd "$(dirname "$0")/../.." && pwd)
 out=/tmp/bench
@@ -34,11 +39,41 @@ rxe_pair_up
 } > "$out/guest.txt"
 
 bench=$top/build/userspace/revoke_bench
-if [ -n "${BENCH_PROFILE:-}" ]; then
+pin=0
+if [ "${BENCH_PIN:-0}" = 1 ]; then
+	[ "$(nproc)" -ge 2 ] || { echo "bench: BENCH_PIN=1 needs 2 CPUs" >&2; exit 1; }
+	echo 2 > /sys/devices/virtual/workqueue/cpumask
+	pin=1
+fi
+# shellcheck disable=SC2086 # BENCH_ARGS is a list of options
+if [ -n "${BENCH_PROFILE:-}" ] && [ -n "${BENCH_FTRACE:-}" ]; then
+	t=/sys/kernel/tracing
+	[ -e $t/trace ] || mount -t tracefs tracefs $t
+	echo 0 > $t/tracing_on
+	echo function_graph > $t/current_tracer
+	echo "$BENCH_FTRACE" > $t/set_graph_function
+	echo "${BENCH_FTRACE_DEPTH:-3}" > $t/max_graph_depth
+	echo 65536 > $t/buffer_size_kb
+	echo 1 > $t/tracing_on
+	"$bench" --sections "$BENCH_PROFILE" --pairs "${BENCH_PAIRS:-3}" \
+		--pin "$pin" --trace-marker 1 ${BENCH_ARGS:-} \
+		--raw "$out/ftrace.csv" rxa rxb
+	echo 0 > $t/tracing_on
+	if [ "$pin" = 1 ]; then
+		cat $t/per_cpu/cpu0/trace > "$out/ftrace.txt"
+	else
+		cat $t/trace > "$out/ftrace.txt"
+	fi
+	grep -q 'LOST\|overrun' "$out/ftrace.txt" &&
+		echo "bench: the trace buffer overflowed" >&2
+	emit ftrace.txt
+elif [ -n "${BENCH_PROFILE:-}" ]; then
 	s=$BENCH_PROFILE
-	perf record -q -a -g -e cpu-clock -o /tmp/perf.data -- \
-		"$bench" --sections "$s" --pairs "${BENCH_PAIRS:-3}" \
-		--raw "$out/profile-$s.csv" rxa rxb
+	cpus=-a
+	[ "$pin" = 1 ] && cpus="-C 0"
+	perf record -q $cpus -g -e cpu-clock -o /tmp/perf.data -- \
+		"$bench" --sections "$s" --pairs "${BENCH_PAIRS:-3}" --pin "$pin" \
+		${BENCH_ARGS:-} --raw "$out/profile-$s.csv" rxa rxb
 	# Inclusive (children) and self time per symbol, no call chains.
 	perf report -i /tmp/perf.data --stdio --children -g none \
 		--sort symbol --percent-limit 1 > "$out/profile-$s.txt" 2>/dev/null
@@ -47,15 +82,10 @@ if [ -n "${BENCH_PROFILE:-}" ]; then
 	emit "profile-$s.txt"
 	emit "profile-$s-flat.txt"
 else
-	pin=0
-	if [ "${BENCH_PIN:-0}" = 1 ]; then
-		[ "$(nproc)" -ge 2 ] || { echo "bench: BENCH_PIN=1 needs 2 CPUs" >&2; exit 1; }
-		echo 2 > /sys/devices/virtual/workqueue/cpumask
-		pin=1
-	fi
 	rc=0
 	"$bench" --sections "${BENCH_SECTIONS:-abcde}" --pin "$pin" \
-		--pairs "${BENCH_PAIRS:-15}" --raw "$out/raw.csv" rxa rxb || rc=$?
+		--pairs "${BENCH_PAIRS:-15}" ${BENCH_ARGS:-} --raw "$out/raw.csv" \
+		rxa rxb || rc=$?
 	emit raw.csv
 	[ "$rc" = 0 ] || exit "$rc"
 fi
