@@ -10,7 +10,9 @@ case=C param=P variant=V") naming the sample that follows. Every call of
 FUNCTION is attributed to the last marker before it; for each
 (case, param, variant) the script prints how many calls there were and the
 median (and quartiles) of the whole call and of each of its direct callees
-in microseconds. Calls before the first marker are left out.
+in microseconds (callees that appear in fewer than half of the calls,
+such as interrupts, are only named). Calls before the first marker are
+left out.
 """
 import re
 import statistics
@@ -74,8 +76,16 @@ def main():
           "(function_graph adds its own overhead to every call)")
     for kind in sorted(calls):
         cs = calls[kind]
-        names = ["total"] + sorted({k for c in cs for k in c if k != "total"},
-                                   key=lambda k: -statistics.median(c.get(k, 0) for c in cs))
+        seen = defaultdict(int)
+        for c in cs:
+            for k in c:
+                seen[k] += 1
+        # Callees in most calls; the rest (interrupts landing in a few
+        # calls) only counted.
+        common = [k for k in seen if k != "total" and 2 * seen[k] >= len(cs)]
+        rare = sorted(k for k in seen if k != "total" and k not in common)
+        names = ["total"] + sorted(common, key=lambda k: -statistics.median(
+            c.get(k, 0) for c in cs))
         print(f"\n{kind[0]} {kind[1]} {kind[2]}: {len(cs)} calls")
         for n in names:
             xs = sorted(c.get(n, 0) for c in cs if c.get(n) is not None)
@@ -83,6 +93,8 @@ def main():
                 continue
             q = statistics.quantiles(xs, n=4, method="inclusive") if len(xs) > 1 else [xs[0]] * 3
             print(f"  {n:36s} {statistics.median(xs):9.1f} [{q[0]:.1f}, {q[2]:.1f}]")
+        if rare:
+            print(f"  (in fewer than half of the calls: {', '.join(rare)})")
 
 
 if __name__ == "__main__":

@@ -226,7 +226,7 @@ public:
 	Bench(const char *dev, const char *peer, int pairs, bool pin,
 	      uint64_t only, bool traffic_only, bool trace_marker,
 	      std::FILE *raw)
-		: dev_name_(dev), peer_name_(peer), pairs_(pairs), pin_(pin),
+		: dev_name_(dev), pairs_(pairs), pin_(pin),
 		  only_(only), traffic_only_(traffic_only),
 		  rec_(raw, trace_marker),
 		  owner_(dev, kDepth, true), peer_(peer, kDepth, true),
@@ -287,7 +287,7 @@ private:
 		peer_.connect(owner_, kDepth);
 	}
 
-	const char *dev_name_, *peer_name_;
+	const char *dev_name_;
 	int pairs_;
 	bool pin_;
 	uint64_t only_;		// if not 0, the one size or MR count to run
