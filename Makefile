@@ -135,7 +135,7 @@ qemu-plugin-check: qemu-plugin $(B)/userspace/insn_calib
 ## bench         benchmarks in a guest (rxe, TCG): dma-buf vs plain MRs,
 ##               revoke scaling, registration, vs ODP, vs a CPU bounce;
 ##               A/B pairs, wall time and guest instruction counts;
-##               build/bench/{table.txt,summary.csv,bench.svg} (~25 min)
+##               build/bench/{table.txt,summary.csv,bench.svg,png} (~5 min)
 bench: modules rdma-core iproute2 userspace
 	scripts/bench.sh
 
