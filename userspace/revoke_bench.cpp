@@ -341,6 +341,13 @@ void Bench::xfer()
 			}
 		}
 	}
+	// WRITEs go to the offset they come from, and the 4 MiB ones cover
+	// both MRs: each must now hold the peer's pattern.
+	std::vector<uint8_t> back(kXferBuf);
+	mock.rw(0, back.data(), kXferBuf, false);
+	if (std::memcmp(back.data(), local_.p, kXferBuf) ||
+	    std::memcmp(plain.p, local_.p, kXferBuf))
+		fail("xfer: an MR does not hold what the peer wrote");
 	dereg(dmr);
 	dereg(pmr);
 }

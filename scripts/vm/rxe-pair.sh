@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Sourced by guest scripts (demo.sh, bench.sh): two soft-RoCE devices, rxa
 # and rxb, in two network namespaces (ra, rb) joined by a veth pair. The
 # guest has no network device to the outside (QEMU -nodefaults, no
