@@ -11,7 +11,7 @@ set -u
 top=$(cd "$(dirname "$0")/.." && pwd)
 tree=$top/build/linux
 out=$top/build/htmldocs
-exec 9>"$top/build/.build.lock"
+exec 9>"${BUILD_LOCK:-$top/build/.build.lock}"
 flock -n 9 || { echo "docs: waiting for another build to finish" >&2; flock 9; }
 
 echo "TAP version 13"

@@ -124,7 +124,7 @@ for p in "${patches[@]}"; do
 done
 
 mkdir -p "$top/build"
-exec 9>"$top/build/.build.lock"
+exec 9>"${BUILD_LOCK:-$top/build/.build.lock}"
 flock -n 9 || { echo "iproute2: waiting for another build to finish" >&2; flock 9; }
 echo "iproute2: building rdma from iproute2 $VERSION + ${#patches[@]} patch(es)" >&2
 (cd "$src" && ./configure) > "$out/configure.log" 2>&1 || {

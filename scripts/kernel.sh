@@ -21,8 +21,9 @@ debug) frags+=("$top/configs/debug.config" "$top/configs/hw.config") ;;
 *) echo "usage: kernel.sh base|debug" >&2; exit 2 ;;
 esac
 [ -f "$src/Makefile" ] || { echo "kernel: no tree at $src: run make tree" >&2; exit 1; }
-# One kernel build at a time on a 2-core machine.
-exec 9>"$top/build/.build.lock"
+# One kernel build at a time on a 2-core machine (BUILD_LOCK: the lock file,
+# shared by every checkout on the machine).
+exec 9>"${BUILD_LOCK:-$top/build/.build.lock}"
 flock -n 9 || { echo "kernel: waiting for another build to finish" >&2; flock 9; }
 
 export CCACHE_DIR=${CCACHE_DIR:-$top/build/ccache}

@@ -160,7 +160,7 @@ srcpabi=$(sed -n 's/^set(IBVERBS_PABI_VERSION "\([0-9]*\)")/\1/p' "$src/CMakeLis
 
 # Only the provider and what it links (libibverbs, util, ccan).
 mkdir -p "$top/build"
-exec 9>"$top/build/.build.lock"
+exec 9>"${BUILD_LOCK:-$top/build/.build.lock}"
 flock -n 9 || { echo "rdma-core: waiting for another build to finish" >&2; flock 9; }
 echo "rdma-core: building $prov from rdma-core $version + ${#patches[@]} patch(es)" >&2
 nice -n 10 cmake -S "$src" -B "$obj" "${cmake_flags[@]}" > "$out/cmake.log" 2>&1 || {

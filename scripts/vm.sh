@@ -12,6 +12,8 @@
 #   -n         name of the run: output in build/vm/NAME/ (default: kernel)
 # Environment: ACCEL=auto|kvm|tcg (auto: try KVM once, fall back to TCG),
 #   VM_MEM (default 4G), VM_CPUS (default 2),
+#   VM_LOCK=FILE: the lock that keeps one VM at a time (default
+#   build/.vm.lock; a second checkout on the same machine shares the first's),
 #   VM_PLUGIN_OUT=FILE: count guest instructions with the markcount TCG
 #   plugin (make qemu-plugin builds it) and write "<id> <count>" to FILE at
 #   each marker of userspace/insn_marker.h; TCG only (ACCEL=kvm is refused,
@@ -48,7 +50,7 @@ fi
 
 # One VM at a time on a 2-core machine: a second run waits for the first.
 mkdir -p "$build"
-exec 9>"$build/.vm.lock"
+exec 9>"${VM_LOCK:-$build/.vm.lock}"
 flock -n 9 || { echo "vm: waiting for another VM to finish" >&2; flock 9; }
 kind=debian timeout=900 name=
 while getopts k:t:n: o; do
