@@ -12,19 +12,24 @@
  * shared with tools/testing/selftests/drivers/dma-buf/); kernel tests call
  * the exported dmabuf_mock_*() functions, which the ioctls wrap.
  *
- * Locking: the buffer's state (revoked, its pages) is protected by the
- * dma-buf's reservation lock, which the dma-buf core holds around pin,
- * unpin, map, unmap, vmap and vunmap, and which attach, the user fault
- * handler and the exporter's own access take themselves. The counters are
- * atomics so that REVOKE can wait for them to drop without the lock.
+ * Locking: the buffer's state (revoked, its pages, the revoke generation)
+ * is protected by the dma-buf's reservation lock, which the dma-buf core
+ * holds around pin, unpin, map, unmap, vmap and vunmap, and which attach,
+ * the user fault handler and the exporter's own access take themselves. The
+ * counters are atomics so that REVOKE can wait for them to drop without the
+ * lock. The pending pin fence (DMABUF_MOCK_PIN_FENCE) is under fence_lock:
+ * the work that signals it cannot take the reservation lock, which the
+ * importer waiting for the fence holds.
  */
 
 #include <linux/dma-buf.h>
+#include <linux/dma-fence.h>
 #include <linux/dma-mapping.h>
 #include <linux/dma-resv.h>
 #include <linux/file.h>
 #include <linux/highmem.h>
 #include <linux/iosys-map.h>
+#include <kunit/visibility.h>
 #include <linux/miscdevice.h>
 #include <linux/mm.h>
 #include <linux/module.h>
@@ -42,6 +47,8 @@ struct dmabuf_mock {
 	void *eager_vaddr;
 	u32 flags;
 	bool revoked;
+	/* Bumped by every REVOKE and RESTORE: a revoke scrubs only if current */
+	u64 gen;
 	atomic_t attachments;
 	atomic_t pins;
 	atomic_t maps;
@@ -49,8 +56,16 @@ struct dmabuf_mock {
 	atomic_t mmaps;
 	atomic_t revokes;
 	atomic_t invalidates;
+	atomic64_t cpu_begins;
+	atomic64_t cpu_ends;
 	/* Woken whenever maps or vmaps drop. */
 	wait_queue_head_t wq;
+	/* DMABUF_MOCK_PIN_FENCE: the fence the pin_work signals, if pending */
+	spinlock_t fence_lock;
+	struct dma_fence *pin_fence;
+	u64 fence_context;
+	u64 fence_seqno;
+	struct delayed_work pin_work;
 };
 
 /* Per attachment: how many mappings it holds, to name it on a timeout. */
@@ -132,9 +147,89 @@ static void dmabuf_mock_detach(struct dma_buf *dmabuf,
 	atomic_dec(&mock->attachments);
 }
 
+static const char *dmabuf_mock_fence_driver_name(struct dma_fence *fence)
+{
+	return "dmabuf_mock";
+}
+
+static const char *dmabuf_mock_fence_timeline_name(struct dma_fence *fence)
+{
+	return "pin";
+}
+
+/* A fence can outlive the buffer: its lock must not be the mock's. */
+struct dmabuf_mock_fence {
+	struct dma_fence base;
+	spinlock_t lock;
+};
+
+static const struct dma_fence_ops dmabuf_mock_fence_ops = {
+	.get_driver_name = dmabuf_mock_fence_driver_name,
+	.get_timeline_name = dmabuf_mock_fence_timeline_name,
+};
+
+/* Signal the pending pin fence, if any. */
+static void dmabuf_mock_signal_pin_fence(struct dmabuf_mock *mock)
+{
+	struct dma_fence *fence;
+
+	spin_lock(&mock->fence_lock);
+	fence = mock->pin_fence;
+	mock->pin_fence = NULL;
+	spin_unlock(&mock->fence_lock);
+	if (fence) {
+		dma_fence_signal(fence);
+		dma_fence_put(fence);
+	}
+}
+
+/*
+ * The "migration" a pin started: no reservation lock (the importer waiting
+ * for the fence holds it); the pages cannot change under it, since a
+ * revoke waits for the fence before it may scrub them.
+ */
+static void dmabuf_mock_pin_work(struct work_struct *work)
+{
+	struct dmabuf_mock *mock = container_of(to_delayed_work(work),
+						struct dmabuf_mock, pin_work);
+	pgoff_t i;
+
+	for (i = 0; i < mock->npages; i++)
+		memset_page(mock->pages[i], 0, DMABUF_MOCK_MIGRATED, PAGE_SIZE);
+	dmabuf_mock_signal_pin_fence(mock);
+}
+
+/* DMABUF_MOCK_PIN_FENCE: fence the "migration" of the pages, as TTM does. */
+static int dmabuf_mock_add_pin_fence(struct dmabuf_mock *mock)
+{
+	struct dma_resv *resv = mock->dmabuf->resv;
+	struct dmabuf_mock_fence *fence;
+	int ret;
+
+	if (READ_ONCE(mock->pin_fence))
+		return 0;
+	ret = dma_resv_reserve_fences(resv, 1);
+	if (ret)
+		return ret;
+	fence = kzalloc_obj(*fence);
+	if (!fence)
+		return -ENOMEM;
+	spin_lock_init(&fence->lock);
+	dma_fence_init(&fence->base, &dmabuf_mock_fence_ops, &fence->lock,
+		       mock->fence_context, ++mock->fence_seqno);
+	dma_resv_add_fence(resv, &fence->base, DMA_RESV_USAGE_KERNEL);
+	spin_lock(&mock->fence_lock);
+	mock->pin_fence = &fence->base;
+	spin_unlock(&mock->fence_lock);
+	schedule_delayed_work(&mock->pin_work,
+			      msecs_to_jiffies(DMABUF_MOCK_PIN_FENCE_MS));
+	return 0;
+}
+
 static int dmabuf_mock_pin(struct dma_buf_attachment *attach)
 {
 	struct dmabuf_mock *mock = attach->dmabuf->priv;
+	int ret;
 
 	dma_resv_assert_held(attach->dmabuf->resv);
 	/* As the uverbs exporter: no pinned importers. */
@@ -142,6 +237,11 @@ static int dmabuf_mock_pin(struct dma_buf_attachment *attach)
 		return -EOPNOTSUPP;
 	if (mock->revoked)
 		return -ENODEV;
+	if (mock->flags & DMABUF_MOCK_PIN_FENCE) {
+		ret = dmabuf_mock_add_pin_fence(mock);
+		if (ret)
+			return ret;
+	}
 	atomic_inc(&mock->pins);
 	return 0;
 }
@@ -316,12 +416,17 @@ static int dmabuf_mock_begin_cpu_access(struct dma_buf *dmabuf,
 	if (mock->revoked)
 		ret = -ENODEV;
 	dma_resv_unlock(dmabuf->resv);
+	if (!ret)
+		atomic64_inc(&mock->cpu_begins);
 	return ret;
 }
 
 static int dmabuf_mock_end_cpu_access(struct dma_buf *dmabuf,
 				      enum dma_data_direction dir)
 {
+	struct dmabuf_mock *mock = dmabuf->priv;
+
+	atomic64_inc(&mock->cpu_ends);
 	return 0;
 }
 
@@ -329,6 +434,9 @@ static void dmabuf_mock_release(struct dma_buf *dmabuf)
 {
 	struct dmabuf_mock *mock = dmabuf->priv;
 
+	/* Nobody waits for it any more, but the fence must not dangle. */
+	cancel_delayed_work_sync(&mock->pin_work);
+	dmabuf_mock_signal_pin_fence(mock);
 	atomic64_sub(mock->npages, &dmabuf_mock_pages);
 	atomic64_dec(&dmabuf_mock_buffers);
 	if (mock->eager_vaddr)
@@ -374,7 +482,7 @@ struct dma_buf *dmabuf_mock_create(u64 length, u32 flags)
 	DEFINE_DMA_BUF_EXPORT_INFO(exp_info);
 	const u32 valid = DMABUF_MOCK_NO_PIN | DMABUF_MOCK_REQUIRE_REVOCABLE |
 			  DMABUF_MOCK_NO_VMAP | DMABUF_MOCK_VMAP_IOMEM |
-			  DMABUF_MOCK_VMAP_EAGER;
+			  DMABUF_MOCK_VMAP_EAGER | DMABUF_MOCK_PIN_FENCE;
 	struct dmabuf_mock *mock;
 	struct dma_buf *dmabuf;
 
@@ -391,6 +499,9 @@ struct dma_buf *dmabuf_mock_create(u64 length, u32 flags)
 	mock->flags = flags;
 	mock->npages = length >> PAGE_SHIFT;
 	init_waitqueue_head(&mock->wq);
+	spin_lock_init(&mock->fence_lock);
+	mock->fence_context = dma_fence_context_alloc(1);
+	INIT_DELAYED_WORK(&mock->pin_work, dmabuf_mock_pin_work);
 	mock->pages = dmabuf_mock_alloc_pages(mock->npages);
 	if (!mock->pages) {
 		kfree(mock);
@@ -467,6 +578,127 @@ static void dmabuf_mock_scrub(struct dmabuf_mock *mock, u32 flags)
 	dmabuf_mock_free_pages(fresh, mock->npages);
 }
 
+/*
+ * The first step of a revoke, under the reservation lock: mark the buffer
+ * revoked, tell the importers, wait for fences; then zap user mappings.
+ * Returns the generation that identifies this revoke.
+ */
+VISIBLE_IF_KUNIT u64 dmabuf_mock_revoke_mark(struct dma_buf *dmabuf)
+{
+	struct dmabuf_mock *mock = dmabuf->priv;
+	struct dma_buf_attachment *attach;
+	u64 gen;
+
+	dma_resv_lock(dmabuf->resv, NULL);
+	mock->revoked = true;
+	gen = ++mock->gen;
+	list_for_each_entry(attach, &dmabuf->attachments, node)
+		if (dma_buf_attach_revocable(attach))
+			atomic_inc(&mock->invalidates);
+	dma_buf_invalidate_mappings(dmabuf);
+	dma_resv_wait_timeout(dmabuf->resv, DMA_RESV_USAGE_BOOKKEEP, false,
+			      MAX_SCHEDULE_TIMEOUT);
+	dma_resv_unlock(dmabuf->resv);
+	atomic_inc(&mock->revokes);
+
+	/* New faults see revoked and fail; drop the PTEs already there. */
+	unmap_mapping_range(dmabuf->file->f_mapping, 0, 0, 1);
+	return gen;
+}
+EXPORT_SYMBOL_IF_KUNIT(dmabuf_mock_revoke_mark);
+
+/*
+ * The second step: wait until no importer has the memory mapped or
+ * vmapped. Killable: the caller may have asked for a wait of 2^32 ms.
+ */
+VISIBLE_IF_KUNIT int dmabuf_mock_revoke_wait(struct dma_buf *dmabuf,
+					     unsigned int timeout_ms,
+					     char *holder, size_t holder_len)
+{
+	struct dmabuf_mock *mock = dmabuf->priv;
+	struct dma_buf_attachment *attach;
+	const char *who = "vmap";
+	long left;
+
+	left = wait_event_killable_timeout(mock->wq,
+					   !atomic_read(&mock->maps) &&
+					   !atomic_read(&mock->vmaps),
+					   msecs_to_jiffies(timeout_ms));
+	if (left < 0)
+		return -EINTR;
+	if (left)
+		return 0;
+
+	dma_resv_lock(dmabuf->resv, NULL);
+	if (!atomic_read(&mock->maps) && !atomic_read(&mock->vmaps)) {
+		dma_resv_unlock(dmabuf->resv);
+		return 0;
+	}
+	list_for_each_entry(attach, &dmabuf->attachments, node) {
+		struct dmabuf_mock_attachment *ma = attach->priv;
+
+		if (ma->maps) {
+			who = dev_name(attach->dev);
+			break;
+		}
+	}
+	if (holder)
+		strscpy(holder, who, holder_len);
+	dma_resv_unlock(dmabuf->resv);
+	pr_warn("dmabuf_mock: revoke timed out after %u ms: %s still maps the buffer\n",
+		timeout_ms, who);
+	return -ETIMEDOUT;
+}
+EXPORT_SYMBOL_IF_KUNIT(dmabuf_mock_revoke_wait);
+
+/*
+ * The last step, under the reservation lock: scrub the old memory with
+ * @flags, but only if the revoke of @gen is still the latest and nothing
+ * maps the memory. A RESTORE since may have let an importer map it or a
+ * user fault it in again, and a REVOKE since may not have zapped those
+ * user mappings yet: that later REVOKE scrubs, once they are gone.
+ * Returns whether the revoke was still current.
+ */
+VISIBLE_IF_KUNIT bool dmabuf_mock_revoke_scrub(struct dma_buf *dmabuf, u64 gen,
+					       u32 flags)
+{
+	struct dmabuf_mock *mock = dmabuf->priv;
+	bool current_revoke;
+
+	dma_resv_lock(dmabuf->resv, NULL);
+	current_revoke = mock->revoked && mock->gen == gen &&
+			 !atomic_read(&mock->maps) && !atomic_read(&mock->vmaps);
+	if (current_revoke)
+		dmabuf_mock_scrub(mock, flags);
+	dma_resv_unlock(dmabuf->resv);
+	return current_revoke;
+}
+EXPORT_SYMBOL_IF_KUNIT(dmabuf_mock_revoke_scrub);
+
+static int __dmabuf_mock_revoke(struct dma_buf *dmabuf, u32 flags,
+				unsigned int timeout_ms, char *holder,
+				size_t holder_len, u32 *out_flags)
+{
+	struct dmabuf_mock *mock = to_mock(dmabuf);
+	u64 gen;
+	int ret;
+
+	if (!mock || (flags & ~(DMABUF_MOCK_REVOKE_POISON |
+				DMABUF_MOCK_REVOKE_SWAP)))
+		return -EINVAL;
+	if ((flags & DMABUF_MOCK_REVOKE_POISON) &&
+	    (flags & DMABUF_MOCK_REVOKE_SWAP))
+		return -EINVAL;
+
+	gen = dmabuf_mock_revoke_mark(dmabuf);
+	ret = dmabuf_mock_revoke_wait(dmabuf, timeout_ms, holder, holder_len);
+	if (ret)
+		return ret;
+	if (!dmabuf_mock_revoke_scrub(dmabuf, gen, flags) && out_flags)
+		*out_flags |= DMABUF_MOCK_REVOKE_SUPERSEDED;
+	return 0;
+}
+
 /**
  * dmabuf_mock_revoke - take the memory back from every importer
  * @dmabuf: a buffer from dmabuf_mock_create()
@@ -479,70 +711,21 @@ static void dmabuf_mock_scrub(struct dmabuf_mock *mock, u32 flags)
  * revoked and call dma_buf_invalidate_mappings(), wait for all fences, then
  * unlock; zap user mappings; wait until no importer has the memory mapped
  * or vmapped. Only then is the memory the exporter's again, and only then
- * does @flags scrub it. Must be called without the reservation lock held.
+ * does @flags scrub it, unless a RESTORE or another revoke came in between
+ * (see DMABUF_MOCK_REVOKE_SUPERSEDED). Must be called without the
+ * reservation lock held.
  *
  * Return: 0 when every importer has let go, -ETIMEDOUT when one has not
  * within @timeout_ms (the buffer stays revoked; call again to wait again),
- * -EINVAL for bad flags or a buffer that is not the mock's.
+ * -EINTR on a fatal signal during that wait, -EINVAL for bad flags or a
+ * buffer that is not the mock's.
  */
 int dmabuf_mock_revoke(struct dma_buf *dmabuf, u32 flags,
 		       unsigned int timeout_ms, char *holder,
 		       size_t holder_len)
 {
-	struct dmabuf_mock *mock = to_mock(dmabuf);
-	struct dma_buf_attachment *attach;
-	long left;
-
-	if (!mock || (flags & ~(DMABUF_MOCK_REVOKE_POISON |
-				DMABUF_MOCK_REVOKE_SWAP)))
-		return -EINVAL;
-	if ((flags & DMABUF_MOCK_REVOKE_POISON) &&
-	    (flags & DMABUF_MOCK_REVOKE_SWAP))
-		return -EINVAL;
-
-	dma_resv_lock(dmabuf->resv, NULL);
-	mock->revoked = true;
-	list_for_each_entry(attach, &dmabuf->attachments, node)
-		if (dma_buf_attach_revocable(attach))
-			atomic_inc(&mock->invalidates);
-	dma_buf_invalidate_mappings(dmabuf);
-	dma_resv_wait_timeout(dmabuf->resv, DMA_RESV_USAGE_BOOKKEEP, false,
-			      MAX_SCHEDULE_TIMEOUT);
-	dma_resv_unlock(dmabuf->resv);
-	atomic_inc(&mock->revokes);
-
-	/* New faults see revoked and fail; drop the PTEs already there. */
-	unmap_mapping_range(dmabuf->file->f_mapping, 0, 0, 1);
-
-	left = wait_event_timeout(mock->wq,
-				  !atomic_read(&mock->maps) &&
-				  !atomic_read(&mock->vmaps),
-				  msecs_to_jiffies(timeout_ms));
-
-	dma_resv_lock(dmabuf->resv, NULL);
-	if (!left && (atomic_read(&mock->maps) || atomic_read(&mock->vmaps))) {
-		const char *who = "vmap";
-
-		list_for_each_entry(attach, &dmabuf->attachments, node) {
-			struct dmabuf_mock_attachment *ma = attach->priv;
-
-			if (ma->maps) {
-				who = dev_name(attach->dev);
-				break;
-			}
-		}
-		if (holder)
-			strscpy(holder, who, holder_len);
-		dma_resv_unlock(dmabuf->resv);
-		pr_warn("dmabuf_mock: revoke timed out after %u ms: %s still maps the buffer\n",
-			timeout_ms, who);
-		return -ETIMEDOUT;
-	}
-	/* A RESTORE may have come in between: then the memory is in use. */
-	if (mock->revoked)
-		dmabuf_mock_scrub(mock, flags);
-	dma_resv_unlock(dmabuf->resv);
-	return 0;
+	return __dmabuf_mock_revoke(dmabuf, flags, timeout_ms, holder,
+				    holder_len, NULL);
 }
 EXPORT_SYMBOL_NS_GPL(dmabuf_mock_revoke, "DMABUF_MOCK");
 
@@ -560,6 +743,7 @@ int dmabuf_mock_restore(struct dma_buf *dmabuf)
 		return -EINVAL;
 	dma_resv_lock(dmabuf->resv, NULL);
 	mock->revoked = false;
+	mock->gen++;
 	dma_resv_unlock(dmabuf->resv);
 	return 0;
 }
@@ -589,6 +773,9 @@ int dmabuf_mock_query(struct dma_buf *dmabuf, struct dmabuf_mock_query *q)
 	q->revokes = atomic_read(&mock->revokes);
 	q->invalidates = atomic_read(&mock->invalidates);
 	q->length = dmabuf->size;
+	q->fences = READ_ONCE(mock->pin_fence) ? 1 : 0;
+	q->cpu_begins = atomic64_read(&mock->cpu_begins);
+	q->cpu_ends = atomic64_read(&mock->cpu_ends);
 	return 0;
 }
 EXPORT_SYMBOL_NS_GPL(dmabuf_mock_query, "DMABUF_MOCK");
@@ -694,16 +881,17 @@ static int dmabuf_mock_ioctl_revoke(void __user *uarg)
 
 	if (copy_from_user(&cmd, uarg, sizeof(cmd)))
 		return -EFAULT;
-	if (cmd.__reserved)
+	if (cmd.out_flags)
 		return -EINVAL;
 	dmabuf = dmabuf_mock_get(cmd.fd);
 	if (IS_ERR(dmabuf))
 		return PTR_ERR(dmabuf);
 	memset(cmd.holder, 0, sizeof(cmd.holder));
-	ret = dmabuf_mock_revoke(dmabuf, cmd.flags, cmd.timeout_ms,
-				 cmd.holder, sizeof(cmd.holder));
+	ret = __dmabuf_mock_revoke(dmabuf, cmd.flags, cmd.timeout_ms,
+				   cmd.holder, sizeof(cmd.holder),
+				   &cmd.out_flags);
 	dma_buf_put(dmabuf);
-	if (ret == -ETIMEDOUT &&
+	if ((!ret || ret == -ETIMEDOUT) &&
 	    copy_to_user(uarg, &cmd, sizeof(cmd)))
 		return -EFAULT;
 	return ret;
@@ -735,7 +923,7 @@ static int dmabuf_mock_ioctl_query(void __user *uarg)
 
 	if (copy_from_user(&cmd, uarg, sizeof(cmd)))
 		return -EFAULT;
-	if (cmd.flags)
+	if (cmd.flags || cmd.__reserved)
 		return -EINVAL;
 	dmabuf = dmabuf_mock_get(cmd.fd);
 	if (IS_ERR(dmabuf))

@@ -33,9 +33,15 @@
  * @DMABUF_MOCK_VMAP_IOMEM: .vmap returns the mapping marked is_iomem, as an
  *	MMIO exporter would
  * @DMABUF_MOCK_VMAP_EAGER: the pages are vmapped at creation (and again
- *	after a swapping revoke), so that .vmap allocates nothing and cannot
- *	fail: for fault-injection tests of importers, which would otherwise
- *	trip dma_buf_vmap()'s WARN_ON_ONCE() on an exporter's failed vmap
+ *	after a swapping revoke) and .vmap hands out that mapping, as an
+ *	exporter that keeps its buffers mapped does: .vmap then allocates
+ *	nothing and costs next to nothing
+ * @DMABUF_MOCK_PIN_FENCE: a pin adds an unsignalled fence to the
+ *	reservation object with DMA_RESV_USAGE_KERNEL (unless one is still
+ *	pending), as TTM exporters fence the migration they start at pin;
+ *	DMABUF_MOCK_PIN_FENCE_MS later a work fills the whole buffer with
+ *	DMABUF_MOCK_MIGRATED bytes, then signals the fence. An importer that
+ *	waits for the kernel fences after its pin finds the pattern there.
  */
 enum dmabuf_mock_create_flags {
 	DMABUF_MOCK_NO_PIN = 1 << 0,
@@ -43,7 +49,11 @@ enum dmabuf_mock_create_flags {
 	DMABUF_MOCK_NO_VMAP = 1 << 2,
 	DMABUF_MOCK_VMAP_IOMEM = 1 << 3,
 	DMABUF_MOCK_VMAP_EAGER = 1 << 4,
+	DMABUF_MOCK_PIN_FENCE = 1 << 5,
 };
+
+#define DMABUF_MOCK_PIN_FENCE_MS 500
+#define DMABUF_MOCK_MIGRATED 0x3c
 
 /**
  * struct dmabuf_mock_create - DMABUF_MOCK_CREATE
@@ -77,22 +87,40 @@ enum dmabuf_mock_revoke_flags {
  * @flags: enum dmabuf_mock_revoke_flags
  * @fd: a dma-buf of this exporter
  * @timeout_ms: how long to wait for importers to unmap and vunmap
- * @__reserved: must be 0
+ * @out_flags: must be 0; out: enum dmabuf_mock_revoke_out_flags
  * @holder: out: on -ETIMEDOUT, dev_name() of an importer still mapped
  *	(or "vmap" when only a vmap is left), truncated to fit
  *
  * Does what vfio-pci does: under the reservation lock, mark the buffer
  * revoked (new attach, pin, map, vmap and user faults fail) and call
  * dma_buf_invalidate_mappings(), then wait for fences; unlock; zap user
- * mappings; then wait for every importer to unmap and vunmap. Revoking a
- * revoked buffer waits again.
+ * mappings; then wait, killably, for every importer to unmap and vunmap.
+ * Revoking a revoked buffer waits again. A fatal signal ends the wait with
+ * -EINTR, the buffer staying revoked.
+ *
+ * dma-buf hands out one kernel mapping to all importers: while any importer
+ * still holds it, dma_buf_vmap() returns that mapping to a new caller without
+ * asking the exporter, even once the buffer is revoked. Importers must not
+ * vmap a buffer they cannot pin (the RDMA core pins first, and a revoked
+ * buffer refuses the pin).
  */
 struct dmabuf_mock_revoke {
 	__u32 flags;
 	__s32 fd;
 	__u32 timeout_ms;
-	__u32 __reserved;
+	__u32 out_flags;
 	char holder[32];
+};
+
+/**
+ * enum dmabuf_mock_revoke_out_flags - what a REVOKE that returned 0 did
+ * @DMABUF_MOCK_REVOKE_SUPERSEDED: a RESTORE or another REVOKE came before
+ *	the importers let go: the memory may be in use again, or is not yet
+ *	unmapped from user space, so the scrub asked for in @flags was not
+ *	done; the last REVOKE scrubs with its own flags
+ */
+enum dmabuf_mock_revoke_out_flags {
+	DMABUF_MOCK_REVOKE_SUPERSEDED = 1 << 0,
 };
 
 /**
@@ -129,6 +157,10 @@ enum dmabuf_mock_state {
  * @revokes: out: REVOKE calls so far
  * @invalidates: out: importer invalidate_mappings callbacks run so far
  * @length: out: buffer size in bytes
+ * @fences: out: DMABUF_MOCK_PIN_FENCE fences not yet signalled
+ * @__reserved: must be 0
+ * @cpu_begins: out: begin_cpu_access calls that succeeded so far
+ * @cpu_ends: out: end_cpu_access calls so far
  */
 struct dmabuf_mock_query {
 	__u32 flags;
@@ -142,6 +174,10 @@ struct dmabuf_mock_query {
 	__u32 revokes;
 	__u32 invalidates;
 	__u64 length;
+	__u32 fences;
+	__u32 __reserved;
+	__u64 cpu_begins;
+	__u64 cpu_ends;
 };
 
 /**
@@ -206,6 +242,14 @@ int dmabuf_mock_query(struct dma_buf *dmabuf, struct dmabuf_mock_query *q);
 int dmabuf_mock_access(struct dma_buf *dmabuf, u64 offset, void *buf,
 		       u64 length, bool write);
 void dmabuf_mock_stats(struct dmabuf_mock_stats *s);
+
+#if IS_ENABLED(CONFIG_KUNIT)
+/* The steps of dmabuf_mock_revoke(), for KUnit to interleave. */
+u64 dmabuf_mock_revoke_mark(struct dma_buf *dmabuf);
+int dmabuf_mock_revoke_wait(struct dma_buf *dmabuf, unsigned int timeout_ms,
+			    char *holder, size_t holder_len);
+bool dmabuf_mock_revoke_scrub(struct dma_buf *dmabuf, u64 gen, u32 flags);
+#endif
 #endif
 
 #endif /* _DMABUF_MOCK_H */

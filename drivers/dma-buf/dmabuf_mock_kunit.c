@@ -2,17 +2,20 @@
 /*
  * KUnit tests for the dmabuf_mock exporter, with fake in-kernel importers:
  * a revocable pinned importer (invalidate_mappings unmaps and unpins, as the
- * RDMA core's revocable umem does), a static importer that never lets go,
- * and CPU importers that vmap.
+ * RDMA core's revocable umem does), a lazy one that unmaps only when told,
+ * a static importer that never lets go, and CPU importers that vmap.
  */
 
 #include <kunit/device.h>
 #include <kunit/test.h>
 #include <linux/dma-buf.h>
+#include <linux/dma-fence.h>
 #include <linux/dma-mapping.h>
 #include <linux/dma-resv.h>
 #include <linux/file.h>
 #include <linux/iosys-map.h>
+#include <linux/jiffies.h>
+#include <linux/sched/signal.h>
 #include <linux/slab.h>
 #include <linux/string.h>
 
@@ -52,6 +55,19 @@ static const struct dma_buf_attach_ops fake_revocable_ops = {
 	.invalidate_mappings = fake_invalidate,
 };
 
+/* Unmaps only when the test calls release_importer(). */
+static void fake_lazy_invalidate(struct dma_buf_attachment *attach)
+{
+	struct fake_importer *imp = attach->importer_priv;
+
+	imp->invalidated++;
+}
+
+static const struct dma_buf_attach_ops fake_lazy_ops = {
+	.allow_peer2peer = true,
+	.invalidate_mappings = fake_lazy_invalidate,
+};
+
 static struct dma_buf *create(struct kunit *test, u64 length, u32 flags)
 {
 	struct dma_buf *dmabuf = dmabuf_mock_create(length, flags);
@@ -70,16 +86,15 @@ static struct dmabuf_mock_query query(struct kunit *test,
 	return q;
 }
 
-/* Attach as a revocable importer; pin and map when asked. */
-static int attach_revocable(struct kunit *test, struct dma_buf *dmabuf,
-			    struct fake_importer *imp, bool map)
+static int attach_importer(struct kunit *test, struct dma_buf *dmabuf,
+			   struct fake_importer *imp, bool map,
+			   const struct dma_buf_attach_ops *ops)
 {
 	struct dmabuf_mock_kunit *ctx = test->priv;
 	struct sg_table *sgt;
 	int ret;
 
-	imp->attach = dma_buf_dynamic_attach(dmabuf, ctx->dev,
-					     &fake_revocable_ops, imp);
+	imp->attach = dma_buf_dynamic_attach(dmabuf, ctx->dev, ops, imp);
 	if (IS_ERR(imp->attach))
 		return PTR_ERR(imp->attach);
 	if (!map)
@@ -99,6 +114,13 @@ static int attach_revocable(struct kunit *test, struct dma_buf *dmabuf,
 	}
 	dma_resv_unlock(dmabuf->resv);
 	return ret;
+}
+
+/* Attach as a revocable importer; pin and map when asked. */
+static int attach_revocable(struct kunit *test, struct dma_buf *dmabuf,
+			    struct fake_importer *imp, bool map)
+{
+	return attach_importer(test, dmabuf, imp, map, &fake_revocable_ops);
 }
 
 static void release_importer(struct fake_importer *imp)
@@ -249,14 +271,47 @@ static void test_vmap(struct kunit *test)
 	KUNIT_EXPECT_STREQ(test, holder, "vmap");
 	dma_buf_vunmap_unlocked(dmabuf, &map);
 	KUNIT_EXPECT_EQ(test, dmabuf_mock_revoke(dmabuf, 0, 20, NULL, 0), 0);
-	/*
-	 * The exporter refuses a vmap of a revoked buffer. Ask it directly:
-	 * dma_buf_vmap() would also warn, since importers must not do that.
-	 */
-	dma_resv_lock(dmabuf->resv, NULL);
-	KUNIT_EXPECT_EQ(test, dmabuf->ops->vmap(dmabuf, &map), -ENODEV);
-	dma_resv_unlock(dmabuf->resv);
+	/* The exporter refuses a vmap of a revoked buffer, quietly. */
+	KUNIT_EXPECT_EQ(test, dma_buf_vmap_unlocked(dmabuf, &map), -ENODEV);
 	KUNIT_EXPECT_EQ(test, query(test, dmabuf).vmaps, 0);
+	dma_buf_put(dmabuf);
+}
+
+/*
+ * dma-buf shares one kernel mapping between its users: while one holds it,
+ * dma_buf_vmap() hands it to the next without asking the exporter, so the
+ * revoked check in .vmap is bypassed until the last vunmap. This is what
+ * an importer that vmaps a revoked buffer without pinning it first gets.
+ */
+static void test_vmap_cached_after_revoke(struct kunit *test)
+{
+	struct dma_buf *dmabuf = create(test, PAGE_SIZE, 0);
+	struct iosys_map first, second;
+	u64 gen;
+	int ret;
+
+	KUNIT_ASSERT_EQ(test, dma_buf_vmap_unlocked(dmabuf, &first), 0);
+	gen = dmabuf_mock_revoke_mark(dmabuf);
+	KUNIT_EXPECT_EQ(test, query(test, dmabuf).state,
+			DMABUF_MOCK_STATE_REVOKED);
+
+	dma_resv_lock(dmabuf->resv, NULL);
+	ret = dma_buf_vmap(dmabuf, &second);
+	dma_resv_unlock(dmabuf->resv);
+	KUNIT_EXPECT_EQ(test, ret, 0);
+	KUNIT_EXPECT_PTR_EQ(test, second.vaddr, first.vaddr);
+	/* The exporter was not asked: still one vmap of its own. */
+	KUNIT_EXPECT_EQ(test, query(test, dmabuf).vmaps, 1);
+	if (!ret)
+		dma_buf_vunmap_unlocked(dmabuf, &second);
+	KUNIT_EXPECT_EQ(test, query(test, dmabuf).vmaps, 1);
+	dma_buf_vunmap_unlocked(dmabuf, &first);
+	KUNIT_EXPECT_EQ(test, query(test, dmabuf).vmaps, 0);
+	KUNIT_EXPECT_EQ(test, dmabuf_mock_revoke_wait(dmabuf, 1000, NULL, 0), 0);
+	KUNIT_EXPECT_TRUE(test, dmabuf_mock_revoke_scrub(dmabuf, gen, 0));
+
+	/* With no mapping left to share, the exporter is asked and refuses. */
+	KUNIT_EXPECT_EQ(test, dma_buf_vmap_unlocked(dmabuf, &second), -ENODEV);
 	dma_buf_put(dmabuf);
 }
 
@@ -376,6 +431,160 @@ static void test_scrub(struct kunit *test)
 	dma_buf_put(swapped);
 }
 
+/*
+ * A revoke waits for the importers with the reservation lock dropped, and
+ * a RESTORE, new mappings and another revoke can come in that time: the
+ * first revoke must not scrub memory that is mapped again, nor memory the
+ * second revoke has not finished taking back (its user mappings are zapped
+ * only after it unlocks). Only the latest revoke scrubs. The steps of two
+ * revokes are interleaved by hand to stand in that window.
+ */
+static void test_scrub_superseded(struct kunit *test)
+{
+	struct dma_buf *dmabuf = create(test, 2 * PAGE_SIZE, 0);
+	struct fake_importer lazy = {};
+	u64 gen_a, gen_b;
+	u8 byte = 0x11;
+
+	KUNIT_ASSERT_EQ(test, dmabuf_mock_access(dmabuf, PAGE_SIZE, &byte, 1,
+						 true), 0);
+	gen_a = dmabuf_mock_revoke_mark(dmabuf);
+	KUNIT_ASSERT_EQ(test, dmabuf_mock_revoke_wait(dmabuf, 1000, NULL, 0), 0);
+
+	/* Before revoke A scrubs: RESTORE, a new mapping, revoke B. */
+	KUNIT_ASSERT_EQ(test, dmabuf_mock_restore(dmabuf), 0);
+	KUNIT_ASSERT_EQ(test, attach_importer(test, dmabuf, &lazy, true,
+					      &fake_lazy_ops), 0);
+	gen_b = dmabuf_mock_revoke_mark(dmabuf);
+	KUNIT_EXPECT_EQ(test, lazy.invalidated, 1);
+	KUNIT_EXPECT_EQ(test, query(test, dmabuf).maps, 1);
+
+	/* A is no longer the latest: the mapped pages stay. */
+	KUNIT_EXPECT_FALSE(test, dmabuf_mock_revoke_scrub(dmabuf, gen_a,
+							  DMABUF_MOCK_REVOKE_SWAP));
+	byte = 0;
+	KUNIT_ASSERT_EQ(test, dmabuf_mock_access(dmabuf, PAGE_SIZE, &byte, 1,
+						 false), 0);
+	KUNIT_EXPECT_EQ(test, byte, 0x11);
+
+	/* B scrubs once the importer has let go. */
+	release_importer(&lazy);
+	KUNIT_EXPECT_EQ(test, dmabuf_mock_revoke_wait(dmabuf, 1000, NULL, 0), 0);
+	KUNIT_EXPECT_TRUE(test, dmabuf_mock_revoke_scrub(dmabuf, gen_b,
+							 DMABUF_MOCK_REVOKE_SWAP));
+	KUNIT_ASSERT_EQ(test, dmabuf_mock_access(dmabuf, PAGE_SIZE, &byte, 1,
+						 false), 0);
+	KUNIT_EXPECT_EQ(test, byte, 0);
+	dma_buf_put(dmabuf);
+}
+
+/*
+ * A revoke that waits for an importer that never lets go ends on a fatal
+ * signal: what SIGKILL does to each thread of a process is to make SIGKILL
+ * pending for it, which is done here by hand for the test's own thread (a
+ * kernel thread ignores signals sent to it).
+ */
+static void test_revoke_killable(struct kunit *test)
+{
+	struct dmabuf_mock_kunit *ctx = test->priv;
+	struct dma_buf *dmabuf = create(test, PAGE_SIZE, 0);
+	struct dma_buf_attachment *attach;
+	struct sg_table *sgt;
+	unsigned long start;
+	int ret;
+
+	attach = dma_buf_attach(dmabuf, ctx->dev);
+	KUNIT_ASSERT_FALSE(test, IS_ERR(attach));
+	sgt = dma_buf_map_attachment_unlocked(attach, DMA_TO_DEVICE);
+	KUNIT_ASSERT_FALSE(test, IS_ERR(sgt));
+
+	spin_lock_irq(&current->sighand->siglock);
+	sigaddset(&current->pending.signal, SIGKILL);
+	set_tsk_thread_flag(current, TIF_SIGPENDING);
+	spin_unlock_irq(&current->sighand->siglock);
+	start = jiffies;
+	ret = dmabuf_mock_revoke(dmabuf, 0, 10000, NULL, 0);
+	flush_signals(current);
+	KUNIT_EXPECT_EQ(test, ret, -EINTR);
+	/* Not after the 10 s it was allowed to wait. */
+	KUNIT_EXPECT_LT(test, jiffies_to_msecs(jiffies - start), 5000);
+	KUNIT_EXPECT_EQ(test, query(test, dmabuf).state,
+			DMABUF_MOCK_STATE_REVOKED);
+
+	dma_buf_unmap_attachment_unlocked(attach, sgt, DMA_TO_DEVICE);
+	KUNIT_EXPECT_EQ(test, dmabuf_mock_revoke(dmabuf, 0, 1000, NULL, 0), 0);
+	dma_buf_detach(dmabuf, attach);
+	dma_buf_put(dmabuf);
+}
+
+/* PIN_FENCE: a pin fences a "migration" that writes the pattern. */
+static void test_pin_fence(struct kunit *test)
+{
+	struct dma_buf *dmabuf = create(test, 2 * PAGE_SIZE,
+					DMABUF_MOCK_PIN_FENCE);
+	struct fake_importer imp = {};
+	long left;
+	u8 byte;
+
+	KUNIT_ASSERT_EQ(test, attach_revocable(test, dmabuf, &imp, true), 0);
+	KUNIT_EXPECT_EQ(test, query(test, dmabuf).fences, 1);
+	KUNIT_EXPECT_FALSE(test, dma_resv_test_signaled(dmabuf->resv,
+							DMA_RESV_USAGE_KERNEL));
+	KUNIT_ASSERT_EQ(test, dmabuf_mock_access(dmabuf, PAGE_SIZE, &byte, 1,
+						 false), 0);
+	KUNIT_EXPECT_EQ(test, byte, 0);
+
+	left = dma_resv_wait_timeout(dmabuf->resv, DMA_RESV_USAGE_KERNEL, false,
+				     msecs_to_jiffies(20 * DMABUF_MOCK_PIN_FENCE_MS));
+	KUNIT_EXPECT_GT(test, left, 0);
+	KUNIT_EXPECT_EQ(test, query(test, dmabuf).fences, 0);
+	KUNIT_ASSERT_EQ(test, dmabuf_mock_access(dmabuf, PAGE_SIZE, &byte, 1,
+						 false), 0);
+	KUNIT_EXPECT_EQ(test, byte, DMABUF_MOCK_MIGRATED);
+	release_importer(&imp);
+	dma_buf_put(dmabuf);
+}
+
+/* Released with its fence pending: the fence is signalled, nothing leaks. */
+static void test_pin_fence_release(struct kunit *test)
+{
+	struct dma_buf *dmabuf = create(test, PAGE_SIZE, DMABUF_MOCK_PIN_FENCE);
+	struct fake_importer imp = {};
+	struct dma_fence *fence;
+
+	KUNIT_ASSERT_EQ(test, attach_revocable(test, dmabuf, &imp, true), 0);
+	KUNIT_ASSERT_EQ(test, dma_resv_get_singleton(dmabuf->resv,
+						     DMA_RESV_USAGE_KERNEL,
+						     &fence), 0);
+	KUNIT_ASSERT_NOT_NULL(test, fence);
+	release_importer(&imp);
+	dma_buf_put(dmabuf);
+	flush_delayed_fput();
+	KUNIT_EXPECT_TRUE(test, dma_fence_is_signaled(fence));
+	dma_fence_put(fence);
+}
+
+/* begin/end_cpu_access are counted; a revoked buffer refuses CPU access. */
+static void test_cpu_access(struct kunit *test)
+{
+	struct dma_buf *dmabuf = create(test, PAGE_SIZE, 0);
+	struct dmabuf_mock_query q;
+
+	KUNIT_EXPECT_EQ(test, dma_buf_begin_cpu_access(dmabuf, DMA_FROM_DEVICE),
+			0);
+	KUNIT_EXPECT_EQ(test, dma_buf_end_cpu_access(dmabuf, DMA_FROM_DEVICE),
+			0);
+	q = query(test, dmabuf);
+	KUNIT_EXPECT_EQ(test, q.cpu_begins, 1);
+	KUNIT_EXPECT_EQ(test, q.cpu_ends, 1);
+
+	KUNIT_ASSERT_EQ(test, dmabuf_mock_revoke(dmabuf, 0, 1000, NULL, 0), 0);
+	KUNIT_EXPECT_EQ(test, dma_buf_begin_cpu_access(dmabuf, DMA_TO_DEVICE),
+			-ENODEV);
+	KUNIT_EXPECT_EQ(test, query(test, dmabuf).cpu_begins, 1);
+	dma_buf_put(dmabuf);
+}
+
 static void test_bad_input(struct kunit *test)
 {
 	u8 byte;
@@ -436,10 +645,16 @@ static struct kunit_case dmabuf_mock_cases[] = {
 	KUNIT_CASE(test_static_importer_times_out),
 	KUNIT_CASE(test_attach_after_revoke),
 	KUNIT_CASE(test_vmap),
+	KUNIT_CASE(test_vmap_cached_after_revoke),
 	KUNIT_CASE(test_vmap_flags),
 	KUNIT_CASE(test_vmap_eager),
 	KUNIT_CASE(test_no_pin),
 	KUNIT_CASE(test_scrub),
+	KUNIT_CASE(test_scrub_superseded),
+	KUNIT_CASE(test_revoke_killable),
+	KUNIT_CASE(test_pin_fence),
+	KUNIT_CASE(test_pin_fence_release),
+	KUNIT_CASE(test_cpu_access),
 	KUNIT_CASE(test_bad_input),
 	{}
 };
@@ -457,3 +672,4 @@ MODULE_DESCRIPTION("KUnit tests for the dmabuf_mock exporter");
 MODULE_LICENSE("GPL");
 MODULE_IMPORT_NS("DMA_BUF");
 MODULE_IMPORT_NS("DMABUF_MOCK");
+MODULE_IMPORT_NS("EXPORTED_FOR_KUNIT_TESTING");

@@ -19,8 +19,10 @@
 #include <linux/fdtable.h>
 #include <linux/file.h>
 #include <linux/fs.h>
+#include <linux/iosys-map.h>
 #include <linux/scatterlist.h>
 #include <linux/slab.h>
+#include <linux/string.h>
 #include <linux/workqueue.h>
 #include <rdma/ib_umem.h>
 #include <rdma/ib_verbs.h>
@@ -472,6 +474,175 @@ static void test_cpu_revocable(struct kunit *test)
 	expect_mock(test, dmabuf, 0, 0, 0);
 }
 
+/* The revocable imports, DMA-mapped and CPU, for the cases of both. */
+static const bool import_cpu[] = { false, true };
+
+static void import_cpu_desc(const bool *cpu, char *desc)
+{
+	strscpy(desc, *cpu ? "cpu" : "dma", KUNIT_PARAM_DESC_SIZE);
+}
+
+KUNIT_ARRAY_PARAM(import_kind, import_cpu, import_cpu_desc);
+
+/*
+ * The attach step of an import alone: the umem is then on the exporter's
+ * list and not yet pinned, the window the test stands in.
+ */
+static struct ib_umem_dmabuf *attach_only(struct kunit *test, int fd,
+					  size_t size, bool cpu)
+{
+	struct umem_kunit *ctx = test->priv;
+	struct ib_umem_dmabuf *umem;
+
+	umem = ib_umem_dmabuf_attach_revocable(ctx->ibdev, 0, size, fd, 0, cpu);
+	KUNIT_ASSERT_FALSE_MSG(test, IS_ERR(umem), "no attach: %d",
+			       PTR_ERR_OR_ZERO(umem));
+	KUNIT_EXPECT_FALSE(test, umem->pinned);
+	return umem;
+}
+
+/*
+ * Finish an import that survived its window as a driver would, check that it
+ * is mapped (DMA) or can be vmapped (CPU), and that the exporter's revoke
+ * still reaches the driver, once, and release it.
+ */
+static void finish_and_revoke(struct kunit *test, struct ib_umem_dmabuf *umem,
+			      struct dma_buf *dmabuf, bool cpu)
+{
+	struct fake_mr mr = { .resv = dmabuf->resv };
+	struct iosys_map map;
+
+	KUNIT_ASSERT_EQ(test, ib_umem_dmabuf_pin_and_lock(umem, !cpu), 0);
+	KUNIT_EXPECT_TRUE(test, umem->pinned);
+	KUNIT_EXPECT_FALSE(test, umem->revoked);
+	if (cpu) {
+		KUNIT_EXPECT_NULL(test, umem->sgt);
+		KUNIT_EXPECT_EQ(test, dma_buf_vmap(dmabuf, &map), 0);
+		dma_buf_vunmap(dmabuf, &map);
+	} else {
+		KUNIT_EXPECT_NOT_NULL(test, umem->sgt);
+	}
+	ib_umem_dmabuf_set_revoke_locked(umem, fake_revoke, &mr);
+	dma_resv_unlock(dmabuf->resv);
+	expect_mock(test, dmabuf, 1, 1, cpu ? 0 : 1);
+
+	KUNIT_EXPECT_EQ(test, mock_revoke(dmabuf), 0);
+	expect_revoked_once(test, &mr);
+	KUNIT_EXPECT_TRUE(test, umem->revoked);
+	expect_mock(test, dmabuf, 1, 0, 0);
+	ib_umem_release(&umem->umem);
+	expect_revoked_once(test, &mr);
+	expect_mock(test, dmabuf, 0, 0, 0);
+}
+
+/*
+ * An invalidate between the import's attach and its pin is a move, as for
+ * any attachment that is not pinned (amdgpu and xe send one on every move of
+ * a buffer): the import goes on, and the MR is revocable as any other.
+ */
+static void test_invalidate_before_pin_is_move(struct kunit *test)
+{
+	const bool *cpu = test->param_value;
+	struct ib_umem_dmabuf *umem;
+	struct dma_buf *dmabuf;
+	int fd;
+
+	fd = mock_fd(test, 2 * PAGE_SIZE, 0, &dmabuf);
+	umem = attach_only(test, fd, 2 * PAGE_SIZE, *cpu);
+	dma_resv_lock(dmabuf->resv, NULL);
+	dma_buf_invalidate_mappings(dmabuf);
+	dma_resv_unlock(dmabuf->resv);
+	KUNIT_EXPECT_FALSE(test, umem->revoked);
+	finish_and_revoke(test, umem, dmabuf, *cpu);
+}
+
+/*
+ * dma_buf_dynamic_attach() lists the attachment before it returns: the
+ * exporter can invalidate it before the importer has stored the pointer in
+ * umem_dmabuf->attach, which must not be looked at then.
+ */
+static void test_invalidate_before_attach_stored(struct kunit *test)
+{
+	const bool *cpu = test->param_value;
+	struct dma_buf_attachment *attach;
+	struct ib_umem_dmabuf *umem;
+	struct dma_buf *dmabuf;
+	int fd;
+
+	fd = mock_fd(test, 2 * PAGE_SIZE, 0, &dmabuf);
+	umem = attach_only(test, fd, 2 * PAGE_SIZE, *cpu);
+	attach = umem->attach;
+	umem->attach = NULL;
+	dma_resv_lock(dmabuf->resv, NULL);
+	attach->importer_ops->invalidate_mappings(attach);
+	dma_resv_unlock(dmabuf->resv);
+	umem->attach = attach;
+	KUNIT_EXPECT_FALSE(test, umem->revoked);
+	finish_and_revoke(test, umem, dmabuf, *cpu);
+}
+
+/*
+ * The exporter revokes for good between the import's attach and its pin:
+ * the exporter refuses the pin, and the import fails with nothing left
+ * attached, pinned or mapped.
+ */
+static void test_revoked_before_pin(struct kunit *test)
+{
+	const bool *cpu = test->param_value;
+	struct ib_umem_dmabuf *umem;
+	struct dma_buf *dmabuf;
+	int fd;
+
+	fd = mock_fd(test, 2 * PAGE_SIZE, 0, &dmabuf);
+	umem = attach_only(test, fd, 2 * PAGE_SIZE, *cpu);
+	expect_mock(test, dmabuf, 1, 0, 0);
+	KUNIT_EXPECT_EQ(test, mock_revoke(dmabuf), 0);
+
+	/* Releases the import on failure. */
+	KUNIT_EXPECT_EQ(test, ib_umem_dmabuf_pin_and_lock(umem, !*cpu), -ENODEV);
+	expect_mock(test, dmabuf, 0, 0, 0);
+}
+
+/*
+ * An exporter that migrates the buffer at pin (TTM) fences the copy with
+ * DMA_RESV_USAGE_KERNEL: the import returns only once the copy is done, so
+ * the driver never reaches the stale pages.
+ */
+static void test_import_waits_for_migration(struct kunit *test)
+{
+	const bool *cpu = test->param_value;
+	struct umem_kunit *ctx = test->priv;
+	struct ib_umem_dmabuf *umem;
+	struct fake_mr mr = {};
+	struct dma_buf *dmabuf;
+	u8 byte = 0;
+	int fd;
+
+	fd = mock_fd(test, 2 * PAGE_SIZE, DMABUF_MOCK_PIN_FENCE, &dmabuf);
+	if (*cpu)
+		umem = ib_umem_dmabuf_get_cpu_revocable_and_lock(ctx->ibdev, 0,
+								 2 * PAGE_SIZE,
+								 fd, 0);
+	else
+		umem = ib_umem_dmabuf_get_pinned_revocable_and_lock(ctx->ibdev,
+								    0,
+								    2 * PAGE_SIZE,
+								    fd, 0);
+	KUNIT_ASSERT_FALSE(test, IS_ERR(umem));
+	KUNIT_EXPECT_TRUE(test, dma_resv_test_signaled(dmabuf->resv,
+						       DMA_RESV_USAGE_KERNEL));
+	mr.resv = dmabuf->resv;
+	ib_umem_dmabuf_set_revoke_locked(umem, fake_revoke, &mr);
+	dma_resv_unlock(dmabuf->resv);
+	KUNIT_EXPECT_EQ(test, query(test, dmabuf).fences, 0);
+	KUNIT_ASSERT_EQ(test, dmabuf_mock_access(dmabuf, PAGE_SIZE, &byte, 1,
+						 false), 0);
+	KUNIT_EXPECT_EQ(test, byte, DMABUF_MOCK_MIGRATED);
+	ib_umem_release(&umem->umem);
+	expect_revoked_once(test, &mr);
+	expect_mock(test, dmabuf, 0, 0, 0);
+}
+
 /* As vfio-pci: only the revocable imports may attach. */
 static void test_require_revocable(struct kunit *test)
 {
@@ -918,6 +1089,13 @@ static struct kunit_case umem_dmabuf_cases[] = {
 	KUNIT_CASE(test_bad_range),
 	KUNIT_CASE(test_map_failure),
 	KUNIT_CASE(test_cpu_revocable),
+	KUNIT_CASE_PARAM(test_invalidate_before_pin_is_move,
+			 import_kind_gen_params),
+	KUNIT_CASE_PARAM(test_invalidate_before_attach_stored,
+			 import_kind_gen_params),
+	KUNIT_CASE_PARAM(test_revoked_before_pin, import_kind_gen_params),
+	KUNIT_CASE_PARAM(test_import_waits_for_migration,
+			 import_kind_gen_params),
 	KUNIT_CASE(test_require_revocable),
 	KUNIT_CASE(test_dma_device),
 	KUNIT_CASE(test_set_mr_revoke),

@@ -12,18 +12,37 @@
  *
  * Revoke: every CPU access to the MR's memory (the requester reading a
  * SEND or WRITE payload, the responder writing WRITE and SEND data, reading
- * for READ responses, ATOMIC, ATOMIC WRITE and FLUSH, the completer writing
- * READ and ATOMIC results) goes through rxe_dmabuf_mr_begin()/_end(), which
+ * for READ responses, ATOMIC and ATOMIC WRITE, the completer writing READ
+ * and ATOMIC results) goes through rxe_dmabuf_mr_begin()/_end(), which
  * hold dmabuf_sem for read and hand out the address only while the MR still
  * has its mapping. The revoke callback takes dmabuf_sem for write, so it
  * waits for a copy in progress; it then marks the MR invalid and forgets the
  * address before it drops the vmap. When it returns no CPU access to the
- * memory can follow. A reference count drain would not do: a QP keeps a
- * reference to the MR of a multi-packet WRITE (qp->resp.mr) for as long as
- * the message is incomplete, which the remote peer controls.
+ * memory can follow.
+ *
+ * Why a lock and not a drain of the MR's reference count: every packet
+ * looks its keys up again and drops its reference when done, so a drain
+ * would work, but it waits for every holder of a reference and would need a
+ * wait on the pool's count that rxe does not have. The lock bounds what a
+ * revoke waits for by one packet's copy, whatever the peer or the QP does,
+ * and makes the address check and the vunmap one critical section.
+ *
+ * dma-buf asks CPU importers to bracket each access with
+ * dma_buf_begin_cpu_access() and dma_buf_end_cpu_access(): that is where an
+ * exporter of memory that is not coherent with the CPU cache, on
+ * architectures that have such memory, syncs it. rxe does so around each
+ * copy, outside dmabuf_sem (exporters may take the reservation lock there,
+ * which the revoke holds when it takes dmabuf_sem). It costs two calls into
+ * the exporter per packet; an exporter that has nothing to sync does little
+ * in them.
  *
  * The MR keeps its pool index, and with it its key, until it is
  * deregistered, so no new MR can be handed the revoked key.
+ *
+ * REG_DMABUF_MR does not pass IB_ACCESS_MW_BIND, IB_ACCESS_FLUSH_GLOBAL or
+ * IB_ACCESS_FLUSH_PERSISTENT, so memory windows and FLUSH cannot reach a
+ * dma-buf MR; should they ever, an MW's access resolves to its MR and takes
+ * the same path, and a global FLUSH touches no memory.
  */
 
 #include <linux/dma-buf.h>
@@ -58,7 +77,10 @@ int rxe_dmabuf_mr_init_user(struct rxe_dev *rxe, u64 offset, u64 length,
 	struct iosys_map map;
 	int err;
 
-	/* Neither paged on demand nor persistent memory. */
+	/*
+	 * Neither paged on demand nor persistent memory (uverbs does not pass
+	 * these for dma-buf MRs; a kernel caller must not either).
+	 */
 	if (access & (IB_ACCESS_ON_DEMAND | IB_ACCESS_FLUSH_PERSISTENT))
 		return -EOPNOTSUPP;
 
@@ -109,30 +131,46 @@ err_unlock:
 	return err;
 }
 
+static struct dma_buf *rxe_dmabuf_mr_dmabuf(struct rxe_mr *mr)
+{
+	return to_ib_umem_dmabuf(mr->umem)->attach->dmabuf;
+}
+
 /*
- * The one way to the memory of a dma-buf MR: returns the kernel address of
- * @iova with dmabuf_sem held for read, or NULL once the MR is revoked. The
- * caller has checked the range and calls rxe_dmabuf_mr_end() when done.
+ * The one way to the memory of a dma-buf MR: begins CPU access for @dir and
+ * returns the kernel address of @iova with dmabuf_sem held for read, or
+ * NULL once the MR is revoked or the exporter refused the access. Either
+ * way the caller, who has checked the range, calls rxe_dmabuf_mr_end() with
+ * @dir and *@began when done.
  */
-static void *rxe_dmabuf_mr_begin(struct rxe_mr *mr, u64 iova)
+static void *rxe_dmabuf_mr_begin(struct rxe_mr *mr, u64 iova,
+				 enum dma_data_direction dir, bool *began)
 	__acquires(&mr->dmabuf_sem)
 {
+	/* Outside dmabuf_sem: the exporter may take the reservation lock */
+	*began = !dma_buf_begin_cpu_access(rxe_dmabuf_mr_dmabuf(mr), dir);
 	down_read(&mr->dmabuf_sem);
-	if (unlikely(!mr->dmabuf_vaddr))
+	if (unlikely(!*began || !mr->dmabuf_vaddr))
 		return NULL;
 	return mr->dmabuf_vaddr + (iova - mr->ibmr.iova);
 }
 
-static void rxe_dmabuf_mr_end(struct rxe_mr *mr)
+static void rxe_dmabuf_mr_end(struct rxe_mr *mr, enum dma_data_direction dir,
+			      bool began)
 	__releases(&mr->dmabuf_sem)
 {
 	up_read(&mr->dmabuf_sem);
+	if (began)
+		dma_buf_end_cpu_access(rxe_dmabuf_mr_dmabuf(mr), dir);
 }
 
 int rxe_dmabuf_mr_copy(struct rxe_mr *mr, u64 iova, void *addr,
 		       unsigned int length, enum rxe_mr_copy_dir dir)
 {
-	u8 *va = rxe_dmabuf_mr_begin(mr, iova);
+	enum dma_data_direction ddir = dir == RXE_TO_MR_OBJ ? DMA_TO_DEVICE :
+							      DMA_FROM_DEVICE;
+	bool began;
+	u8 *va = rxe_dmabuf_mr_begin(mr, iova, ddir, &began);
 	int err = 0;
 
 	if (unlikely(!va)) {
@@ -143,20 +181,21 @@ int rxe_dmabuf_mr_copy(struct rxe_mr *mr, u64 iova, void *addr,
 	} else {
 		memcpy(addr, va, length);
 	}
-	rxe_dmabuf_mr_end(mr);
+	rxe_dmabuf_mr_end(mr, ddir, began);
 	return err;
 }
 
 /*
  * As rxe_dmabuf_mr_begin(), for the aligned 8 bytes an atomic works on:
  * RESPST_NONE with *va set, or the error to answer. Either way the caller
- * calls rxe_dmabuf_mr_end().
+ * calls rxe_dmabuf_mr_end() with DMA_BIDIRECTIONAL and *@began.
  */
 static enum resp_states rxe_dmabuf_mr_begin_atomic(struct rxe_mr *mr,
-						   u64 iova, u64 **va)
+						   u64 iova, u64 **va,
+						   bool *began)
 	__acquires(&mr->dmabuf_sem)
 {
-	*va = rxe_dmabuf_mr_begin(mr, iova);
+	*va = rxe_dmabuf_mr_begin(mr, iova, DMA_BIDIRECTIONAL, began);
 	/* See IBA oA19-28 */
 	if (unlikely(!*va) || mr_check_range(mr, iova, sizeof(**va)))
 		return RESPST_ERR_RKEY_VIOLATION;
@@ -171,10 +210,11 @@ enum resp_states rxe_dmabuf_mr_atomic_op(struct rxe_mr *mr, u64 iova,
 					 u64 swap_add, u64 *orig_val)
 {
 	enum resp_states ret;
+	bool began;
 	u64 value;
 	u64 *va;
 
-	ret = rxe_dmabuf_mr_begin_atomic(mr, iova, &va);
+	ret = rxe_dmabuf_mr_begin_atomic(mr, iova, &va, &began);
 	if (ret == RESPST_NONE) {
 		spin_lock_bh(&atomic_ops_lock);
 		value = *va;
@@ -187,7 +227,7 @@ enum resp_states rxe_dmabuf_mr_atomic_op(struct rxe_mr *mr, u64 iova,
 		}
 		spin_unlock_bh(&atomic_ops_lock);
 	}
-	rxe_dmabuf_mr_end(mr);
+	rxe_dmabuf_mr_end(mr, DMA_BIDIRECTIONAL, began);
 	return ret;
 }
 
@@ -195,28 +235,15 @@ enum resp_states rxe_dmabuf_mr_atomic_write(struct rxe_mr *mr, u64 iova,
 					    u64 value)
 {
 	enum resp_states ret;
+	bool began;
 	u64 *va;
 
-	ret = rxe_dmabuf_mr_begin_atomic(mr, iova, &va);
+	ret = rxe_dmabuf_mr_begin_atomic(mr, iova, &va, &began);
 	if (ret != RESPST_NONE)
 		goto out;
 	/* Do atomic write after all prior operations have completed */
 	smp_store_release(va, value);
 out:
-	rxe_dmabuf_mr_end(mr);
+	rxe_dmabuf_mr_end(mr, DMA_BIDIRECTIONAL, began);
 	return ret;
-}
-
-int rxe_dmabuf_mr_flush(struct rxe_mr *mr, u64 iova, unsigned int type)
-{
-	void *va = rxe_dmabuf_mr_begin(mr, iova);
-	int err = 0;
-
-	/* A dma-buf is never persistent memory. */
-	if (unlikely(!va) || (type & IB_FLUSH_PERSISTENT))
-		err = -EFAULT;
-	else
-		wmb();	/* global visibility of what was written before */
-	rxe_dmabuf_mr_end(mr);
-	return err;
 }

@@ -996,6 +996,122 @@ TEST_F(dmabuf_mr, bad_input)
 }
 
 /*
+ * An exporter that migrates a buffer when it is pinned (TTM) fences the
+ * copy with a kernel fence: the registration must wait for it, or the first
+ * accesses see what was there before. The mock's PIN_FENCE writes
+ * DMABUF_MOCK_MIGRATED over the buffer DMABUF_MOCK_PIN_FENCE_MS after the
+ * pin, then signals the fence.
+ */
+TEST_F(dmabuf_mr, reg_waits_for_migration)
+{
+	struct plain_mr *b = &self->c.plain[self->c.req];
+	struct dmabuf_mr *m = &self->c.dmr[0];
+	int fd;
+
+	if (!env.pinned)
+		SKIP(return, "%s does not pin dma-bufs: no migration at pin",
+		     env.dev.name);
+	fd = test_new_buf(page_size, DMABUF_MOCK_PIN_FENCE);
+	test_cmd_reg(m, fd, 0, page_size);
+	test_query_eq(fd, fences, 0);
+	test_cmd_remote(IBV_WR_RDMA_READ, m, 0, 256);
+	test_all(DMABUF_MOCK_MIGRATED, b->buf + CANARY, 256,
+		 "READ right after registration");
+}
+
+/*
+ * dma-buf asks an importer that touches the memory with the CPU to bracket
+ * each access with begin_cpu_access and end_cpu_access: every WRITE, READ
+ * and atomic through the MR begins and ends at least once, and as many
+ * ends as begins.
+ */
+TEST_F(dmabuf_mr, cpu_access_bracketed)
+{
+	struct dmabuf_mr *m = &self->c.dmr[0];
+	struct dmabuf_mock_query q;
+	int fd;
+
+	if (!env.cpu)
+		SKIP(return, "%s maps dma-bufs for DMA: no CPU access",
+		     env.dev.name);
+	fd = test_new_buf(page_size, 0);
+	test_cmd_reg(m, fd, 0, page_size);
+	test_query_eq(fd, cpu_begins, 0);
+	test_cmd_remote(IBV_WR_RDMA_WRITE, m, 0, 64);
+	test_cmd_remote(IBV_WR_RDMA_READ, m, 0, 64);
+	test_wc(IBV_WC_SUCCESS, remote_op(_metadata, &self->c,
+					  IBV_WR_ATOMIC_FETCH_AND_ADD, m, 0,
+					  8, 1, 0));
+	test_cmd_query(fd, &q);
+	EXPECT_LE(3U, q.cpu_begins);
+	EXPECT_EQ(q.cpu_begins, q.cpu_ends);
+}
+
+/* UVERBS_METHOD_ADVISE_MR on one SGE of @lkey. */
+static int raw_advise_mr(struct rdma_side *s, uint32_t advice,
+			 uint32_t flags, uint64_t addr, uint32_t length,
+			 uint32_t lkey)
+{
+	struct ib_uverbs_sge sge = {
+		.addr = addr, .length = length, .lkey = lkey,
+	};
+	struct ib_uverbs_attr a[] = {
+		{ .attr_id = UVERBS_ATTR_ADVISE_MR_PD_HANDLE,
+		  .flags = UVERBS_ATTR_F_MANDATORY, .data = s->pd->handle },
+		{ .attr_id = UVERBS_ATTR_ADVISE_MR_ADVICE,
+		  .flags = UVERBS_ATTR_F_MANDATORY, .len = sizeof(uint64_t),
+		  .data = advice },
+		{ .attr_id = UVERBS_ATTR_ADVISE_MR_FLAGS,
+		  .flags = UVERBS_ATTR_F_MANDATORY, .len = sizeof(uint64_t),
+		  .data = flags },
+		{ .attr_id = UVERBS_ATTR_ADVISE_MR_SGE_LIST,
+		  .flags = UVERBS_ATTR_F_MANDATORY, .len = sizeof(sge),
+		  .data = (uintptr_t)&sge },
+	};
+
+	return raw_ioctl(s->ctx, s->d.driver_id, UVERBS_OBJECT_MR,
+			 UVERBS_METHOD_ADVISE_MR, a, ARRAY_SIZE(a));
+}
+
+/*
+ * Prefetch (ibv_advise_mr()) faults in the pages of an ODP MR; a pinned
+ * MR, plain or dma-buf, has none to fault in. rxe refuses it with
+ * EOPNOTSUPP, synchronously (FLUSH) or not, for reading or writing. The raw
+ * ioctl, so that the kernel is asked whatever the provider implements.
+ */
+TEST_F(dmabuf_mr, advise_mr_not_odp)
+{
+	static const uint32_t advice[] = {
+		IB_UVERBS_ADVISE_MR_ADVICE_PREFETCH,
+		IB_UVERBS_ADVISE_MR_ADVICE_PREFETCH_WRITE,
+	};
+	static const uint32_t flags[] = { 0, IB_UVERBS_ADVISE_MR_FLAG_FLUSH };
+	struct plain_mr *b = &self->c.plain[0];
+	struct rdma_side *s = &self->c.p.s[0];
+	struct dmabuf_mr *m = &self->c.dmr[0];
+	unsigned int i, j;
+	int fd;
+
+	if (s->d.driver_id != RDMA_DRIVER_RXE)
+		SKIP(return, "the errno for a non-ODP MR is the driver's (mlx5: ENOENT); rxe's is tested");
+	fd = test_new_buf(page_size, 0);
+	test_cmd_reg(m, fd, 0, page_size);
+	for (i = 0; i < ARRAY_SIZE(advice); i++) {
+		for (j = 0; j < ARRAY_SIZE(flags); j++) {
+			EXPECT_ERRNO(EOPNOTSUPP,
+				     raw_advise_mr(s, advice[i], flags[j],
+						   (uintptr_t)b->buf, 64,
+						   b->mr->lkey));
+			EXPECT_ERRNO(EOPNOTSUPP,
+				     raw_advise_mr(s, advice[i], flags[j],
+						   m->iova, 64, m->lkey));
+		}
+	}
+	/* The MR still works. */
+	test_cmd_remote(IBV_WR_RDMA_WRITE, m, 0, 64);
+}
+
+/*
  * Exporters that emulate others: vfio-pci's "revocable importers only" is
  * met; an importer that pins is refused by an exporter that will not pin,
  * one that copies with the CPU by one without a kernel mapping or with an

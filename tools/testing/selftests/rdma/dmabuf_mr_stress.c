@@ -31,11 +31,23 @@
  * or vmap, and the device's resource counts (netlink) are back to where
  * they were.
  *
+ * Beside that, two buffers of their own see revokes and restores race each
+ * other: a second revoker and a restorer act on them at random with no
+ * lock between them, while a registrar keeps a dma-buf MR on them (WRITE,
+ * READ back) and a toucher faults their pages in through mmap(). Every
+ * REVOKE must return once the importers let go, and some must find that a
+ * RESTORE or another REVOKE came before they could scrub (the exporter then
+ * leaves the scrub to the later REVOKE); registrations fail only with
+ * ENODEV; a WRITE that completed lands in the buffer when no revoke came
+ * in between.
+ *
  * DMABUF_MR_STRESS_SECS (default 20), DMABUF_MR_STRESS_THREADS (default 4),
  * DMABUF_MR_STRESS_SEED; rxe_dmabuf_mr_stress.sh sets up two rxe devices.
  */
 #define _GNU_SOURCE
 #include <pthread.h>
+#include <setjmp.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
@@ -50,6 +62,7 @@
 #define STATUS_MAX 32
 #define KEYS_MAX 4096
 #define FAIL_LOG_MAX 20
+#define CHAOS_BUFS 2
 
 enum { SIDE_A, SIDE_B };
 
@@ -123,6 +136,11 @@ static struct {
 	/* revoker counters */
 	unsigned long revokes, revokes_poison, revokes_swap, restores,
 		      scrub_checks;
+	/* the buffers where revokes and restores race, and their counters */
+	int chaos_fd[CHAOS_BUFS];
+	unsigned long chaos_revokes, chaos_superseded, chaos_restores,
+		      chaos_regs, chaos_refused, chaos_writes, chaos_checks,
+		      chaos_touches, chaos_sigbus;
 	/* live keys per device: no new MR may get one */
 	pthread_mutex_t key_lock;
 	uint32_t keys[2][KEYS_MAX];
@@ -803,6 +821,200 @@ static void *revoker_thread(void *arg)
 	return NULL;
 }
 
+/* The second revoker: REVOKE the race buffers, with no lock of its own. */
+static void *chaos_revoker_thread(void *arg)
+{
+	unsigned int seed = env.seed ^ 0x27d4eb2f;
+	char holder[32] = "";
+	struct dmabuf_mock_revoke cmd;
+
+	while (!stopping()) {
+		static const uint32_t scrub[] = {
+			0, DMABUF_MOCK_REVOKE_POISON, DMABUF_MOCK_REVOKE_SWAP,
+		};
+
+		memset(&cmd, 0, sizeof(cmd));
+		cmd.fd = env.chaos_fd[rand_r(&seed) % CHAOS_BUFS];
+		cmd.flags = scrub[rand_r(&seed) % 3];
+		cmd.timeout_ms = DMABUF_MR_TIMEOUT_MS;
+		if (ioctl(env.mock, DMABUF_MOCK_REVOKE, &cmd)) {
+			memcpy(holder, cmd.holder, sizeof(holder) - 1);
+			stress_fail("racing REVOKE: %s (still mapped by %s)",
+				    strerror(errno), holder);
+			break;
+		}
+		__atomic_add_fetch(&env.chaos_revokes, 1, __ATOMIC_RELAXED);
+		if (cmd.out_flags & DMABUF_MOCK_REVOKE_SUPERSEDED)
+			__atomic_add_fetch(&env.chaos_superseded, 1,
+					   __ATOMIC_RELAXED);
+		usleep(rand_r(&seed) % 500);
+	}
+	return NULL;
+}
+
+/* The restorer: RESTORE the race buffers at random, revoked or not. */
+static void *chaos_restorer_thread(void *arg)
+{
+	unsigned int seed = env.seed ^ 0x165667b1;
+
+	while (!stopping()) {
+		if (_test_cmd_restore(env.mock,
+				      env.chaos_fd[rand_r(&seed) % CHAOS_BUFS],
+				      0)) {
+			stress_fail("racing RESTORE: %s", strerror(errno));
+			break;
+		}
+		__atomic_add_fetch(&env.chaos_restores, 1, __ATOMIC_RELAXED);
+		usleep(rand_r(&seed) % 500);
+	}
+	return NULL;
+}
+
+/*
+ * The registrar: an MR on a race buffer, a WRITE through its rkey, and the
+ * buffer read back through the exporter. When the buffer was neither
+ * revoked nor restored from before the registration to after the read,
+ * the WRITE must be there.
+ */
+static void *chaos_registrar_thread(void *arg)
+{
+	unsigned int seed = env.seed ^ 0x9e3779b1;
+	struct rdma_pair p = {};
+	struct ibv_mr *src = NULL;
+	struct dmabuf_mock_query q0, q1;
+	struct rdma_sge l;
+	struct dmabuf_mr m;
+	uint8_t *buf = NULL, seen[256];
+	enum ibv_wc_status st;
+	struct ibv_wc wc;
+	int fd, side;
+
+	for (side = 0; side < 2; side++)
+		if (rdma_side_open(&p.s[side], &env.dev[side]))
+			goto fail;
+	if (posix_memalign((void **)&buf, page_size, page_size))
+		goto fail;
+	src = ibv_reg_mr(p.s[SIDE_B].pd, buf, page_size, DMABUF_MR_ACCESS);
+	if (!src || rdma_pair_connect(&p))
+		goto fail;
+	l = (struct rdma_sge){ (uintptr_t)buf, sizeof(seen), src->lkey };
+
+	while (!stopping()) {
+		fd = env.chaos_fd[rand_r(&seed) % CHAOS_BUFS];
+		if (_test_cmd_query(env.mock, fd, 0, &q0))
+			goto fail;
+		if (_test_reg_dmabuf_mr(&p.s[SIDE_A], fd, 0,
+					BUF_PAGES * page_size, DMABUF_MR_IOVA,
+					DMABUF_MR_ACCESS, &m)) {
+			if (errno != ENODEV)
+				stress_fail("racing registration: %s, not ENODEV",
+					    strerror(errno));
+			__atomic_add_fetch(&env.chaos_refused, 1,
+					   __ATOMIC_RELAXED);
+			usleep(200);
+			continue;
+		}
+		__atomic_add_fetch(&env.chaos_regs, 1, __ATOMIC_RELAXED);
+		memset(buf, rand_r(&seed) | 1, sizeof(seen));
+		/* Clear of the first byte of a page, which the toucher uses */
+		if (rdma_post(&p.s[SIDE_B], IBV_WR_RDMA_WRITE, l,
+			      m.iova + page_size + 64, m.rkey, 0, 0, 1) ||
+		    rdma_poll(p.s[SIDE_B].cq, &wc, DMABUF_MR_TIMEOUT_MS)) {
+			stress_fail("racing WRITE: %s", strerror(errno));
+			break;
+		}
+		st = wc.status;
+		if (st == IBV_WC_SUCCESS) {
+			__atomic_add_fetch(&env.chaos_writes, 1,
+					   __ATOMIC_RELAXED);
+			if (_test_cmd_rw(env.mock, fd, 0, page_size + 64, seen,
+					 sizeof(seen)) ||
+			    _test_cmd_query(env.mock, fd, 0, &q1))
+				goto fail;
+			if (q1.revokes == q0.revokes && !q1.state &&
+			    !q0.state) {
+				if (first_diff(buf, seen, sizeof(seen)) >= 0)
+					stress_fail("racing WRITE did not land in the buffer");
+				__atomic_add_fetch(&env.chaos_checks, 1,
+						   __ATOMIC_RELAXED);
+			}
+		} else if (st != IBV_WC_REM_ACCESS_ERR) {
+			stress_fail("racing WRITE: %s, not success or REM_ACCESS_ERR",
+				    ibv_wc_status_str(st));
+		}
+		if (_test_dereg_dmabuf_mr(&m))
+			stress_fail("racing dereg: %s", strerror(errno));
+		if (st != IBV_WC_SUCCESS && rdma_pair_connect(&p))
+			goto fail;
+	}
+	goto out;
+fail:
+	stress_fail("race registrar: %s", strerror(errno));
+out:
+	if (src)
+		ibv_dereg_mr(src);
+	free(buf);
+	rdma_side_close(&p.s[SIDE_B]);
+	rdma_side_close(&p.s[SIDE_A]);
+	return NULL;
+}
+
+static __thread sigjmp_buf chaos_jmp;
+
+static void chaos_sigbus(int sig)
+{
+	siglongjmp(chaos_jmp, 1);
+}
+
+/*
+ * The toucher: fault the race buffers' pages in through a user mapping,
+ * which a REVOKE zaps only after it has unlocked. A revoked buffer's pages
+ * give SIGBUS until the next RESTORE.
+ */
+static void *chaos_toucher_thread(void *arg)
+{
+	unsigned int seed = env.seed ^ 0x85ebca6b;
+	size_t size = BUF_PAGES * page_size;
+	volatile uint8_t *map[CHAOS_BUFS];
+	struct sigaction sa = { .sa_handler = chaos_sigbus };
+	volatile unsigned int i;
+	size_t off;
+
+	for (i = 0; i < CHAOS_BUFS; i++) {
+		map[i] = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED,
+			      env.chaos_fd[i], 0);
+		if (map[i] == MAP_FAILED) {
+			stress_fail("mmap of a race buffer: %s",
+				    strerror(errno));
+			while (i--)
+				munmap((void *)map[i], size);
+			return NULL;
+		}
+	}
+	sigaction(SIGBUS, &sa, NULL);
+	while (!stopping()) {
+		i = rand_r(&seed) % CHAOS_BUFS;
+		off = (rand_r(&seed) % BUF_PAGES) * page_size;
+		if (sigsetjmp(chaos_jmp, 1)) {
+			__atomic_add_fetch(&env.chaos_sigbus, 1,
+					   __ATOMIC_RELAXED);
+		} else {
+			map[i][off] = map[i][off] + 1;
+			__atomic_add_fetch(&env.chaos_touches, 1,
+					   __ATOMIC_RELAXED);
+		}
+		usleep(rand_r(&seed) % 200);
+	}
+	for (i = 0; i < CHAOS_BUFS; i++)
+		munmap((void *)map[i], size);
+	return NULL;
+}
+
+static void *(*const chaos_threads[])(void *) = {
+	chaos_revoker_thread, chaos_restorer_thread, chaos_registrar_thread,
+	chaos_toucher_thread,
+};
+
 /* Append to a summary line. */
 #define SUMMARY_SIZE 1024
 
@@ -1023,8 +1235,8 @@ TEST(revoke_stress)
 		      revoked_posts = 0;
 	struct dmabuf_mock_query q;
 	char sum[SUMMARY_SIZE] = "", why[128];
-	pthread_t revoker;
-	unsigned int i, started = 0;
+	pthread_t revoker, chaos[ARRAY_SIZE(chaos_threads)];
+	unsigned int i, started = 0, chaos_started = 0;
 	uint64_t t0, waited;
 	bool same;
 	int side;
@@ -1051,6 +1263,10 @@ TEST(revoke_stress)
 					      0, &env.bufs[i].fd))
 		TH_LOG("CREATE: %s", strerror(errno));
 	}
+	for (i = 0; i < CHAOS_BUFS; i++)
+		ASSERT_EQ(0, _test_cmd_create(env.mock, BUF_PAGES * page_size,
+					      0, &env.chaos_fd[i]))
+		TH_LOG("CREATE: %s", strerror(errno));
 	for (i = 0; i < env.threads; i++) {
 		struct worker *w = &workers[i];
 
@@ -1070,16 +1286,27 @@ TEST(revoke_stress)
 			break;
 		started++;
 	}
+	for (i = 0; i < ARRAY_SIZE(chaos_threads); i++) {
+		if (pthread_create(&chaos[i], NULL, chaos_threads[i], NULL))
+			break;
+		chaos_started++;
+	}
 	if (started == env.threads &&
+	    chaos_started == ARRAY_SIZE(chaos_threads) &&
 	    pthread_create(&revoker, NULL, revoker_thread, NULL))
 		started = 0;
-	if (started != env.threads)
+	if (started != env.threads ||
+	    chaos_started != ARRAY_SIZE(chaos_threads))
 		__atomic_store_n(&env.stop, true, __ATOMIC_RELAXED);
 	else
 		pthread_join(revoker, NULL);
 	for (i = 0; i < started; i++)
 		pthread_join(workers[i].thread, NULL);
+	for (i = 0; i < chaos_started; i++)
+		pthread_join(chaos[i], NULL);
 	ASSERT_EQ(env.threads, started) TH_LOG("pthread_create failed");
+	ASSERT_EQ(ARRAY_SIZE(chaos_threads), chaos_started)
+	TH_LOG("pthread_create failed");
 
 	for (i = 0; i < env.threads; i++) {
 		struct worker *w = &workers[i];
@@ -1108,6 +1335,15 @@ TEST(revoke_stress)
 		EXPECT_EQ(0U, q.maps);
 		EXPECT_EQ(0U, q.vmaps);
 		close(env.bufs[i].fd);
+	}
+	for (i = 0; i < CHAOS_BUFS; i++) {
+		ASSERT_EQ(0, _test_cmd_query(env.mock, env.chaos_fd[i], 0, &q));
+		EXPECT_EQ(0U, q.attachments);
+		EXPECT_EQ(0U, q.pins);
+		EXPECT_EQ(0U, q.maps);
+		EXPECT_EQ(0U, q.vmaps);
+		EXPECT_EQ(0U, q.mmaps);
+		close(env.chaos_fd[i]);
 	}
 	ASSERT_EQ(0, _test_cmd_stats(env.mock, &after));
 	EXPECT_EQ(before.buffers, after.buffers);
@@ -1146,12 +1382,24 @@ TEST(revoke_stress)
 	if (ops == ok)
 		cat(sum, " none");
 	ksft_print_msg("summary: %s\n", sum);
+	sum[0] = 0;
+	cat(sum, "%lu revokes (%lu superseded), %lu restores, ",
+	    env.chaos_revokes, env.chaos_superseded, env.chaos_restores);
+	cat(sum, "%lu registrations (%lu refused), %lu WRITEs, %lu checked, ",
+	    env.chaos_regs, env.chaos_refused, env.chaos_writes,
+	    env.chaos_checks);
+	cat(sum, "%lu mmap touches (%lu SIGBUS)", env.chaos_touches,
+	    env.chaos_sigbus);
+	ksft_print_msg("race buffers: %s\n", sum);
 	EXPECT_EQ(0UL, env.failures)
 	TH_LOG("%lu failures, the first ones above", env.failures);
 	/* It has to have stressed something. */
 	EXPECT_LT(0UL, ok);
 	EXPECT_LT(0UL, env.revokes);
 	EXPECT_LT(0UL, revoked_posts);
+	/* The race buffers' window was reached, and the MRs on them worked. */
+	EXPECT_LT(0UL, env.chaos_superseded);
+	EXPECT_LT(0UL, env.chaos_checks);
 	free(workers);
 }
 

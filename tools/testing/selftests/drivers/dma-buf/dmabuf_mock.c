@@ -99,12 +99,20 @@ TEST_F(dmabuf_mock, revoke_without_importers)
 	test_query_eq(fd, state, DMABUF_MOCK_STATE_REVOKED);
 	test_query_eq(fd, revokes, 1);
 	test_query_eq(fd, invalidates, 0);
+	/* Nothing came in between: the revoke was the latest. */
+	{
+		struct dmabuf_mock_revoke cmd = { .fd = fd };
+
+		ASSERT_EQ(0, ioctl(self->mock, DMABUF_MOCK_REVOKE, &cmd));
+		EXPECT_EQ(0, cmd.out_flags);
+		test_query_eq(fd, revokes, 2);
+	}
 	/* The exporter's own access still works, and the data is intact. */
 	test_cmd_read(fd, 0, out, sizeof(out));
 	EXPECT_EQ(0, memcmp(in, out, sizeof(in)));
 	/* Revoking again waits again and succeeds. */
 	test_cmd_revoke(fd, 0);
-	test_query_eq(fd, revokes, 2);
+	test_query_eq(fd, revokes, 3);
 	close(fd);
 }
 
@@ -184,9 +192,13 @@ TEST_F(dmabuf_mock, cpu_access_sync)
 	ASSERT_EQ(0, ioctl(fd, DMA_BUF_IOCTL_SYNC, &sync));
 	sync.flags = DMA_BUF_SYNC_END | DMA_BUF_SYNC_RW;
 	ASSERT_EQ(0, ioctl(fd, DMA_BUF_IOCTL_SYNC, &sync));
+	test_query_eq(fd, cpu_begins, 1);
+	test_query_eq(fd, cpu_ends, 1);
 	test_cmd_revoke(fd, 0);
 	sync.flags = DMA_BUF_SYNC_START | DMA_BUF_SYNC_RW;
 	EXPECT_ERRNO(ENODEV, ioctl(fd, DMA_BUF_IOCTL_SYNC, &sync));
+	/* A refused begin is not counted: an importer does not end it. */
+	test_query_eq(fd, cpu_begins, 1);
 	close(fd);
 }
 
@@ -241,6 +253,13 @@ TEST_F(dmabuf_mock, bad_input)
 	test_err_revoke(EINVAL, fd, DMABUF_MOCK_REVOKE_POISON | DMABUF_MOCK_REVOKE_SWAP);
 	test_err_restore(EINVAL, fd, 1);
 	test_err_query(EINVAL, fd, 1);
+	{
+		struct dmabuf_mock_revoke revoke = { .fd = fd, .out_flags = 1 };
+		struct dmabuf_mock_query query = { .fd = fd, .__reserved = 1 };
+
+		EXPECT_ERRNO(EINVAL, ioctl(self->mock, DMABUF_MOCK_REVOKE, &revoke));
+		EXPECT_ERRNO(EINVAL, ioctl(self->mock, DMABUF_MOCK_QUERY, &query));
+	}
 	test_err_rw(EINVAL, fd, 1U << 31, 0, &byte, 1);
 	test_err_rw(EINVAL, fd, 0, page_size, &byte, 1);
 	test_err_rw(EINVAL, fd, 0, 1, &byte, page_size);
