@@ -208,7 +208,7 @@ start=$(date +%s)
 timeout -k 10 "$timeout" "${qemu[@]}" -append "$cmdline" \
 	> "$run/qemu.log" 2>&1 &
 qpid=$!
-tail -n +1 --pid=$qpid -f "$run/out.log" | grep -av '^REVOKE-VM-EXIT ' || true
+tail -n +1 --pid=$qpid -f "$run/out.log" | grep --line-buffered -av '^REVOKE-VM-EXIT ' || true
 set +e
 wait $qpid
 qrc=$?
