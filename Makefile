@@ -82,7 +82,8 @@ iproute2:
 	scripts/iproute2.sh
 
 ## userspace     project tools in userspace/ (C++17): build/userspace/
-USERSPACE_BINS := $(B)/userspace/revoke_demo $(B)/userspace/revoke_bench
+USERSPACE_BINS := $(B)/userspace/revoke_demo $(B)/userspace/revoke_bench \
+	$(B)/userspace/two_host
 userspace: $(USERSPACE_BINS)
 $(B)/userspace/%: userspace/%.cpp userspace/rdma_util.h userspace/insn_marker.h \
 		drivers/dma-buf/dmabuf_mock.h
