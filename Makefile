@@ -14,7 +14,7 @@ export KSELFTEST_TARGETS
 .PHONY: help deps fetch tree export series modules kernel kernel-debug \
 	kselftest docs rdma-core iproute2 userspace demo vm test check \
 	bisect-check stress qemu-plugin qemu-plugin-check bench bench-profile \
-	clean
+	two-host clean
 
 help:
 	@sed -n 's/^## //p' $(MAKEFILE_LIST)
@@ -82,7 +82,8 @@ iproute2:
 	scripts/iproute2.sh
 
 ## userspace     project tools in userspace/ (C++17): build/userspace/
-USERSPACE_BINS := $(B)/userspace/revoke_demo $(B)/userspace/revoke_bench
+USERSPACE_BINS := $(B)/userspace/revoke_demo $(B)/userspace/revoke_bench \
+	$(B)/userspace/two_host
 userspace: $(USERSPACE_BINS)
 $(B)/userspace/%: userspace/%.cpp userspace/rdma_util.h userspace/insn_marker.h \
 		drivers/dma-buf/dmabuf_mock.h
@@ -93,6 +94,12 @@ $(B)/userspace/%: userspace/%.cpp userspace/rdma_util.h userspace/insn_marker.h 
 ##               (dma-buf MR on rxe, traffic, revoke, the peer's error)
 demo: modules rdma-core userspace
 	scripts/vm.sh -n demo -t 600 -- $(TOP)/scripts/vm/demo.sh
+
+## two-host      two guests at once over a QEMU wire: Debian's 7.3 with our
+##               modules (dma-buf MR, revoke) against Debian's stock 7.3 and
+##               distro rdma-core; not part of `make test` (README)
+two-host: modules rdma-core userspace
+	scripts/two-host.sh
 
 ## vm            boot a guest and run CMD (KERNEL=debian|base|debug)
 vm:

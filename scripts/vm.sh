@@ -3,9 +3,12 @@
 # overlay on top), run a command inside, stream its output, and fail on a
 # guest splat, a timeout or a non-zero exit.
 #
-# usage: scripts/vm.sh [-k debian|base|debug] [-t SECONDS] [-n NAME] -- CMD...
+# usage: scripts/vm.sh [-k debian|stock|base|debug] [-t SECONDS] [-n NAME] -- CMD...
 #   -k debian  Debian's prebuilt 7.3 kernel + modules, our out-of-tree
 #              modules (build/oot) installed over the stock ones (default)
+#   -k stock   Debian's prebuilt 7.3 kernel with only its own modules, and
+#              the distro's rdma-core and rdma tool (none of build/oot,
+#              build/rdma-core, build/iproute2): an unpatched peer
 #   -k base    the in-tree kernel (make kernel), all modules from the tree
 #   -k debug   the in-tree debug kernel (make kernel-debug)
 #   -t         timeout in seconds for the whole run (default 900)
@@ -14,6 +17,13 @@
 #   VM_MEM (default 4G), VM_CPUS (default 2),
 #   VM_LOCK=FILE: the lock that keeps one VM at a time (default
 #   build/.vm.lock; a second checkout on the same machine shares the first's),
+#   VM_LOCK_HELD=1: the caller already holds VM_LOCK for this run (a runner
+#   that boots two guests at once, scripts/two-host.sh); do not take it,
+#   VM_NETDEV=SPEC: one virtio-net NIC on QEMU's `-netdev SPEC,id=wire`
+#   (e.g. stream,server=on,addr.type=unix,addr.path=FILE), VM_MAC its MAC
+#   address (default QEMU's); without VM_NETDEV the guest has no NIC,
+#   VM_NETDEV_WAIT=SOCKET: start QEMU only once SOCKET exists (at most
+#   120 s), for a NIC that connects to another guest's listening one,
 #   VM_PLUGIN_OUT=FILE: count guest instructions with the markcount TCG
 #   plugin (make qemu-plugin builds it) and write "<id> <count>" to FILE at
 #   each marker of userspace/insn_marker.h; TCG only (ACCEL=kvm is refused,
@@ -24,7 +34,7 @@
 #   is not atomic).
 # The command runs as root in the guest, in build/vm/NAME, with the host's
 # programs; its output goes to stdout and build/vm/NAME/out.log, the kernel
-# log to build/vm/NAME/console.log.
+# log to build/vm/NAME/console.log; QEMU's pid is in build/vm/NAME/qemu.pid.
 set -eu
 
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -50,8 +60,10 @@ fi
 
 # One VM at a time on a 2-core machine: a second run waits for the first.
 mkdir -p "$build"
-exec 9>"${VM_LOCK:-$build/.vm.lock}"
-flock -n 9 || { echo "vm: waiting for another VM to finish" >&2; flock 9; }
+if [ "${VM_LOCK_HELD:-}" != 1 ]; then
+	exec 9>"${VM_LOCK:-$build/.vm.lock}"
+	flock -n 9 || { echo "vm: waiting for another VM to finish" >&2; flock 9; }
+fi
 kind=debian timeout=900 name=
 while getopts k:t:n: o; do
 	case $o in
@@ -69,7 +81,7 @@ run=$build/vm/$name
 root=$run/root
 
 case $kind in
-debian)
+debian|stock)
 	. "$build/versions.mk"
 	kver=$KREL
 	image=$build/deb-root/usr/lib/modules/$kver/vmlinuz
@@ -130,12 +142,18 @@ qemu=(qemu-system-x86_64 -nodefaults -display none -no-reboot
       -fsdev "local,id=hostroot,path=/,security_model=none,readonly=on,multidevs=remap"
       -device virtio-9p-pci,fsdev=hostroot,mount_tag=hostroot
       -device virtio-rng-pci
+      -pidfile "$run/qemu.pid"
       -serial "file:$run/console.log"
       -device virtio-serial-pci
       -chardev "file,id=out,path=$run/out.log"
       -device virtconsole,chardev=out)
 cmdline="console=ttyS0 panic=-1 oops=panic panic_on_warn=0 rdinit=/init \
 revoke.init=$top/scripts/vm/guest-init revoke.dir=$run"
+# An unpatched peer: the guest init leaves the distro's rdma-core and rdma
+# tool in place.
+if [ "$kind" = stock ]; then
+	cmdline="$cmdline revoke.stock=1"
+fi
 
 # KVM here exists but cannot run a guest (pipeline.md): probe once, then
 # remember the answer for this build directory.
@@ -164,6 +182,19 @@ tcg)
 	esac ;;
 *) echo "vm: ACCEL must be auto, kvm or tcg" >&2; exit 2 ;;
 esac
+# After the KVM probe, which must not open the wire's socket.
+if [ -n "${VM_NETDEV:-}" ]; then
+	qemu+=(-netdev "$VM_NETDEV,id=wire"
+	       -device "virtio-net-pci,netdev=wire${VM_MAC:+,mac=$VM_MAC}")
+fi
+if [ -n "${VM_NETDEV_WAIT:-}" ]; then
+	for _ in $(seq 240); do
+		[ -S "$VM_NETDEV_WAIT" ] && break
+		sleep 0.5
+	done
+	[ -S "$VM_NETDEV_WAIT" ] ||
+		{ echo "vm: FAILED: no socket $VM_NETDEV_WAIT to connect to after 120 s" >&2; exit 1; }
+fi
 if [ -n "$plugin" ]; then
 	# QEMU 7.2: -plugin [file=]FILE[,NAME=VALUE]..., the plugin gets
 	# "NAME=VALUE"; a comma in an option value is written twice.
@@ -177,7 +208,7 @@ start=$(date +%s)
 timeout -k 10 "$timeout" "${qemu[@]}" -append "$cmdline" \
 	> "$run/qemu.log" 2>&1 &
 qpid=$!
-tail -n +1 --pid=$qpid -f "$run/out.log" | grep -av '^REVOKE-VM-EXIT ' || true
+tail -n +1 --pid=$qpid -f "$run/out.log" | grep --line-buffered -av '^REVOKE-VM-EXIT ' || true
 set +e
 wait $qpid
 qrc=$?
@@ -186,8 +217,10 @@ secs=$(( $(date +%s) - start ))
 
 fail=
 rc=$(sed -n 's/^REVOKE-VM-EXIT \([0-9]*\).*/\1/p' "$run/out.log" | tail -n1)
-if [ "$qrc" = 124 ] || [ "$qrc" = 137 ]; then
+if [ "$qrc" = 124 ] || { [ "$qrc" = 137 ] && [ "$secs" -ge "$timeout" ]; }; then
 	fail="timed out after ${timeout}s"
+elif [ "$qrc" = 137 ]; then
+	fail="QEMU was killed (SIGKILL), not by the timeout"
 elif [ -z "$rc" ]; then
 	fail="guest ended without reporting (qemu exit $qrc)"
 elif [ "$rc" != 0 ]; then

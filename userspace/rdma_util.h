@@ -229,23 +229,32 @@ struct End {
 	// INIT -> RTR -> RTS against the other end.
 	void connect(const End &peer, int rd_atomic = 1)
 	{
+		connect_to(peer.qp->qp_num, peer.gid, rd_atomic);
+	}
+	// The same against a QP on another host, named by its number and
+	// GID: access is what the peer may do through this QP, ack_timeout
+	// the local ACK timeout (4.096 us << ack_timeout; 7 retries).
+	void connect_to(uint32_t dest_qpn, const ibv_gid &dgid,
+			int rd_atomic = 1, int access = kAccess,
+			uint8_t ack_timeout = 14)
+	{
 		ibv_qp_attr a{};
 
 		a.qp_state = IBV_QPS_INIT;
 		a.port_num = 1;
-		a.qp_access_flags = kAccess;
+		a.qp_access_flags = access;
 		if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX |
 				  IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
 			fail("modify QP to INIT", errno);
 		a = {};
 		a.qp_state = IBV_QPS_RTR;
 		a.path_mtu = IBV_MTU_1024;
-		a.dest_qp_num = peer.qp->qp_num;
+		a.dest_qp_num = dest_qpn;
 		a.rq_psn = 0;
 		a.max_dest_rd_atomic = rd_atomic;
 		a.min_rnr_timer = 12;
 		a.ah_attr.is_global = 1;
-		a.ah_attr.grh.dgid = peer.gid;
+		a.ah_attr.grh.dgid = dgid;
 		a.ah_attr.grh.sgid_index = gid_index;
 		a.ah_attr.grh.hop_limit = 64;
 		a.ah_attr.port_num = 1;
@@ -256,7 +265,7 @@ struct End {
 			fail("modify QP to RTR", errno);
 		a = {};
 		a.qp_state = IBV_QPS_RTS;
-		a.timeout = 14;
+		a.timeout = ack_timeout;
 		a.retry_cnt = 7;
 		a.rnr_retry = 7;
 		a.sq_psn = 0;
