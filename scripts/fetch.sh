@@ -7,37 +7,15 @@
 set -eu
 
 BUILD=${1:-$(cd "$(dirname "$0")/.." && pwd)/build}
-MIRROR=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
 SUITE=${DEBIAN_SUITE:-trixie-backports}
-KEYRING=/usr/share/keyrings/debian-archive-keyring.gpg
 
 APT=$BUILD/apt
 DEBS=$BUILD/debs
-mkdir -p "$APT/lists/partial" "$APT/cache/archives/partial" "$APT/parts" "$DEBS"
-echo "deb [signed-by=$KEYRING] $MIRROR $SUITE main" > "$APT/sources.list"
-: > "$APT/status"
-
-apt_opts=(
-	-o "Dir::Etc::SourceList=$APT/sources.list"
-	-o "Dir::Etc::SourceParts=$APT/parts"
-	-o "Dir::Etc::Preferences=/dev/null"
-	-o "Dir::Etc::PreferencesParts=$APT/parts"
-	-o "Dir::State=$APT"
-	-o "Dir::State::Lists=$APT/lists"
-	-o "Dir::State::status=$APT/status"
-	-o "Dir::Cache=$APT/cache"
-	-o "APT::Architecture=amd64"
-	-o "APT::Architectures=amd64"
-	-o "Debug::NoLocking=1"
-	-o "APT::Sandbox::User=root"
-)
-
-if ! apt-get "${apt_opts[@]}" -qq update 2>"$APT/update.err" ||
-   grep -q '^[EW]:' "$APT/update.err"; then
-	cat "$APT/update.err" >&2
-	echo "fetch: cannot read $SUITE from $MIRROR (is the Debian archive reachable?)" >&2
-	exit 1
-fi
+mkdir -p "$DEBS"
+# shellcheck source=scripts/apt-private.sh
+. "$(dirname "$0")/apt-private.sh"
+apt_private "$APT" "$SUITE"
+apt_private_update "$APT" || exit 1
 
 # The newest 7.3.x: take the version of linux-source-7.3 and derive the ABI
 # (e.g. 7.3.4-1~bpo13+1 -> 7.3.4+deb13) from the image meta package that
