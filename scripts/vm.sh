@@ -3,7 +3,8 @@
 # overlay on top), run a command inside, stream its output, and fail on a
 # guest splat, a timeout or a non-zero exit.
 #
-# usage: scripts/vm.sh [-k debian|stock|base|debug] [-t SECONDS] [-n NAME] -- CMD...
+# usage: scripts/vm.sh [-k debian|stock|base|debug | -K IMAGE -M MODDIR]
+#                      [-t SECONDS] [-n NAME] -- CMD...
 #   -k debian  Debian's prebuilt 7.3 kernel + modules, our out-of-tree
 #              modules (build/oot) installed over the stock ones (default)
 #   -k stock   Debian's prebuilt 7.3 kernel with only its own modules, and
@@ -11,6 +12,9 @@
 #              build/rdma-core, build/iproute2): an unpatched peer
 #   -k base    the in-tree kernel (make kernel), all modules from the tree
 #   -k debug   the in-tree debug kernel (make kernel-debug)
+#   -K IMAGE -M MODDIR  instead of -k: boot the kernel image IMAGE with the
+#              modules in MODDIR (a lib/modules/KVER directory, named after
+#              the kernel's release), as they are (e.g. a Debian root's)
 #   -t         timeout in seconds for the whole run (default 900)
 #   -n         name of the run: output in build/vm/NAME/ (default: kernel)
 # Environment: ACCEL=auto|kvm|tcg (auto: try KVM once, fall back to TCG),
@@ -65,9 +69,12 @@ if [ "${VM_LOCK_HELD:-}" != 1 ]; then
 	flock -n 9 || { echo "vm: waiting for another VM to finish" >&2; flock 9; }
 fi
 kind=debian timeout=900 name=
-while getopts k:t:n: o; do
+image_opt='' mods_opt=''
+while getopts k:t:n:K:M: o; do
 	case $o in
 	k) kind=$OPTARG ;;
+	K) image_opt=$OPTARG ;;
+	M) mods_opt=$OPTARG ;;
 	t) timeout=$OPTARG ;;
 	n) name=$OPTARG ;;
 	*) sed -n '2,/^set -eu/p' "$0" | sed '$d' >&2; exit 2 ;;
@@ -76,6 +83,14 @@ done
 shift $((OPTIND - 1))
 [ "${1:-}" = -- ] && shift
 [ $# -gt 0 ] || { echo "vm: no command given" >&2; exit 2; }
+if [ -n "$image_opt$mods_opt" ]; then
+	if [ -z "$image_opt" ] || [ -z "$mods_opt" ]; then
+		echo "vm: -K and -M go together" >&2
+		exit 2
+	fi
+	[ -d "$mods_opt" ] || { echo "vm: no modules directory $mods_opt" >&2; exit 1; }
+	kind=custom
+fi
 name=${name:-$kind}
 run=$build/vm/$name
 root=$run/root
@@ -94,6 +109,12 @@ base|debug)
 	kver=$(cat "$kb/include/config/kernel.release")
 	image=$kb/arch/x86/boot/bzImage
 	mods=$kb/mod-root/lib/modules/$kver
+	;;
+custom)
+	[ -n "$image_opt" ] || { echo "vm: -k custom: use -K and -M" >&2; exit 2; }
+	image=$(realpath "$image_opt")
+	mods=$(realpath "$mods_opt")
+	kver=${mods##*/}
 	;;
 *) echo "vm: unknown kernel $kind" >&2; exit 2 ;;
 esac
