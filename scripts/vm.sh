@@ -124,8 +124,10 @@ esac
 # updates/, which depmod ranks above the stock ones.
 rm -rf "$run"
 mkdir -p "$root/lib/modules"
+# (Across file systems the links fail after cp has made the directories:
+# start again from nothing, or cp -a copies into them, one level down.)
 cp -al "$mods" "$root/lib/modules/$kver" 2>/dev/null ||
-	cp -a "$mods" "$root/lib/modules/$kver"
+	{ rm -rf "$root/lib/modules/$kver"; cp -a "$mods" "$root/lib/modules/$kver"; }
 rm -f "$root/lib/modules/$kver/build" "$root/lib/modules/$kver/source"
 if [ "$kind" = debian ] && [ -s "$build/oot/modules.list" ]; then
 	mkdir -p "$root/lib/modules/$kver/updates"
