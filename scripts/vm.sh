@@ -138,14 +138,16 @@ fi
 depmod -b "$root" "$kver"
 
 # Stage-1 initramfs: busybox plus the modules the 9p root needs (built in
-# for our kernels; modules in Debian's), decompressed for busybox insmod.
+# for our kernels; modules in Debian's), decompressed for busybox insmod;
+# and the virtio console that carries the command's output (a module in
+# Debian's 6.1).
 ird=$run/initramfs
 mkdir -p "$ird/bin" "$ird/modules" "$ird/proc" "$ird/sys" "$ird/dev"
 cp /bin/busybox "$ird/bin/busybox"
 cp "$top/scripts/vm/stage1-init" "$ird/init"
 : > "$ird/modules.order"
 for line in $(modprobe -d "$root" -S "$kver" --show-depends -a \
-		virtio_pci 9pnet_virtio 9p overlay 2>/dev/null |
+		virtio_pci 9pnet_virtio 9p overlay virtio_console 2>/dev/null |
 	      sed -n 's/^insmod //p' | awk '{print $1}'); do
 	base=$(basename "$line")
 	case $base in
