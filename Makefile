@@ -14,7 +14,7 @@ export KSELFTEST_TARGETS
 .PHONY: help deps fetch tree export series modules kernel kernel-debug \
 	kselftest docs rdma-core iproute2 userspace demo vm test check \
 	bisect-check stress qemu-plugin qemu-plugin-check bench bench-profile \
-	two-host clean
+	two-host dkms clean
 
 help:
 	@sed -n 's/^## //p' $(MAKEFILE_LIST)
@@ -117,6 +117,11 @@ check: tree
 ##               the hardware drivers, selftests); not part of `make test`
 bisect-check: tree
 	scripts/bisect-check.sh
+
+## dkms          build/dkms/src: dmabuf_mock as a DKMS package (tree and
+##               tarball), generated from drivers/dma-buf/dmabuf_mock.[ch]
+dkms:
+	scripts/dkms.sh
 
 ## stress        the full dma-buf MR revoke stress run: debug kernel, 600 s
 ##               (DMABUF_MR_STRESS_SECS); needs make kernel-debug and make
