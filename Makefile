@@ -14,7 +14,7 @@ export KSELFTEST_TARGETS
 .PHONY: help deps fetch tree export series modules kernel kernel-debug \
 	kselftest docs rdma-core iproute2 userspace demo vm test check \
 	bisect-check stress qemu-plugin qemu-plugin-check bench bench-profile \
-	two-host dkms clean
+	two-host dkms dkms-check clean
 
 help:
 	@sed -n 's/^## //p' $(MAKEFILE_LIST)
@@ -122,6 +122,14 @@ bisect-check: tree
 ##               tarball), generated from drivers/dma-buf/dmabuf_mock.[ch]
 dkms:
 	scripts/dkms.sh
+
+## dkms-check    the DKMS package on Debian's 6.1, 6.12 and 7.3: dkms add,
+##               build, install in a debootstrap'd root of each release, then
+##               the mock's kselftest in QEMU on that kernel (root; about
+##               N minutes, more the first time); not part of `make test`
+dkms-check: $(B)/.unpacked
+	@scripts/deps.sh --check --dkms
+	scripts/dkms-check.sh
 
 ## stress        the full dma-buf MR revoke stress run: debug kernel, 600 s
 ##               (DMABUF_MR_STRESS_SECS); needs make kernel-debug and make
