@@ -12,6 +12,11 @@ BUILD=${1:-$(cd "$(dirname "$0")/.." && pwd)/build}
 stamp=$BUILD/.unpacked
 want=$(sha256sum "$BUILD/versions" | cut -d' ' -f1)
 if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
+	# Newer than the scripts now, or make runs fetch again each time after
+	# a change to them. A new file: the stamp of a build directory made
+	# with cp -al is another checkout's too.
+	echo "$want" > "$stamp.new"
+	mv "$stamp.new" "$stamp"
 	exit 0
 fi
 
