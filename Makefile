@@ -126,7 +126,7 @@ dkms:
 ## dkms-check    the DKMS package on Debian's 6.1, 6.12 and 7.3: dkms add,
 ##               build, install in a debootstrap'd root of each release, then
 ##               the mock's kselftest in QEMU on that kernel (root; about
-##               N minutes, more the first time); not part of `make test`
+##               3 minutes, 11 the first time); not part of `make test`
 dkms-check: $(B)/.unpacked
 	@scripts/deps.sh --check --dkms
 	scripts/dkms-check.sh
