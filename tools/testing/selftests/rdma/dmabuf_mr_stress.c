@@ -138,6 +138,7 @@ static struct {
 		      scrub_checks;
 	/* the buffers where revokes and restores race, and their counters */
 	int chaos_fd[CHAOS_BUFS];
+	volatile uint8_t *chaos_map[CHAOS_BUFS];	/* mmap()ed before the race */
 	unsigned long chaos_revokes, chaos_superseded, chaos_restores,
 		      chaos_regs, chaos_refused, chaos_writes, chaos_checks,
 		      chaos_touches, chaos_sigbus;
@@ -974,23 +975,10 @@ static void chaos_sigbus(int sig)
 static void *chaos_toucher_thread(void *arg)
 {
 	unsigned int seed = env.seed ^ 0x85ebca6b;
-	size_t size = BUF_PAGES * page_size;
-	volatile uint8_t *map[CHAOS_BUFS];
 	struct sigaction sa = { .sa_handler = chaos_sigbus };
 	volatile unsigned int i;
 	size_t off;
 
-	for (i = 0; i < CHAOS_BUFS; i++) {
-		map[i] = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED,
-			      env.chaos_fd[i], 0);
-		if (map[i] == MAP_FAILED) {
-			stress_fail("mmap of a race buffer: %s",
-				    strerror(errno));
-			while (i--)
-				munmap((void *)map[i], size);
-			return NULL;
-		}
-	}
 	sigaction(SIGBUS, &sa, NULL);
 	while (!stopping()) {
 		i = rand_r(&seed) % CHAOS_BUFS;
@@ -999,14 +987,12 @@ static void *chaos_toucher_thread(void *arg)
 			__atomic_add_fetch(&env.chaos_sigbus, 1,
 					   __ATOMIC_RELAXED);
 		} else {
-			map[i][off] = map[i][off] + 1;
+			env.chaos_map[i][off] = env.chaos_map[i][off] + 1;
 			__atomic_add_fetch(&env.chaos_touches, 1,
 					   __ATOMIC_RELAXED);
 		}
 		usleep(rand_r(&seed) % 200);
 	}
-	for (i = 0; i < CHAOS_BUFS; i++)
-		munmap((void *)map[i], size);
 	return NULL;
 }
 
@@ -1263,10 +1249,17 @@ TEST(revoke_stress)
 					      0, &env.bufs[i].fd))
 		TH_LOG("CREATE: %s", strerror(errno));
 	}
-	for (i = 0; i < CHAOS_BUFS; i++)
+	for (i = 0; i < CHAOS_BUFS; i++) {
 		ASSERT_EQ(0, _test_cmd_create(env.mock, BUF_PAGES * page_size,
 					      0, &env.chaos_fd[i]))
 		TH_LOG("CREATE: %s", strerror(errno));
+		/* Before the race: a revoked buffer refuses new mappings. */
+		env.chaos_map[i] = mmap(NULL, BUF_PAGES * page_size,
+					PROT_READ | PROT_WRITE, MAP_SHARED,
+					env.chaos_fd[i], 0);
+		ASSERT_NE(MAP_FAILED, (void *)env.chaos_map[i])
+		TH_LOG("mmap: %s", strerror(errno));
+	}
 	for (i = 0; i < env.threads; i++) {
 		struct worker *w = &workers[i];
 
@@ -1337,6 +1330,7 @@ TEST(revoke_stress)
 		close(env.bufs[i].fd);
 	}
 	for (i = 0; i < CHAOS_BUFS; i++) {
+		munmap((void *)env.chaos_map[i], BUF_PAGES * page_size);
 		ASSERT_EQ(0, _test_cmd_query(env.mock, env.chaos_fd[i], 0, &q));
 		EXPECT_EQ(0U, q.attachments);
 		EXPECT_EQ(0U, q.pins);
