@@ -59,6 +59,9 @@ guest() {
 	# registers through the raw uverbs ioctl instead, the path dmabuf_mr
 	# takes with a distribution's rdma-core.
 	[ "$kind" = base ] && cmd="$cmd DMABUF_MR_RAW=1"
+	# The debug kernel's registers through UVERBS_METHOD_REG_MR with the
+	# dma-buf fd, the other uverbs way to the same driver op.
+	[ "$kind" = debug ] && cmd="$cmd DMABUF_MR_REG_MR=1"
 	cmd="$cmd $top/scripts/vm/run-tests.sh"
 	if [ ! -x "$top/build/kselftest/run_kselftest.sh" ]; then
 		single "$name" "guest $kind: kselftests installed" false

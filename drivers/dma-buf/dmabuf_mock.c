@@ -76,6 +76,12 @@ struct dmabuf_mock_attachment {
 static atomic64_t dmabuf_mock_buffers = ATOMIC64_INIT(0);
 static atomic64_t dmabuf_mock_pages = ATOMIC64_INIT(0);
 
+/* So that a test can run out of memory whatever the machine has. */
+static unsigned long max_pages;
+module_param(max_pages, ulong, 0600);
+MODULE_PARM_DESC(max_pages,
+		 "pages CREATE may hold in all before -ENOMEM (0: the machine's)");
+
 static const struct dma_buf_ops dmabuf_mock_ops;
 static const struct dma_buf_ops dmabuf_mock_novmap_ops;
 
@@ -490,7 +496,9 @@ struct dma_buf *dmabuf_mock_create(u64 length, u32 flags)
 		return ERR_PTR(-EINVAL);
 	if (!length || !PAGE_ALIGNED(length) || length > DMABUF_MOCK_MAX_SIZE)
 		return ERR_PTR(-EINVAL);
-	if ((length >> PAGE_SHIFT) > totalram_pages())
+	if ((length >> PAGE_SHIFT) > totalram_pages() ||
+	    (max_pages && atomic64_read(&dmabuf_mock_pages) +
+			  (length >> PAGE_SHIFT) > max_pages))
 		return ERR_PTR(-ENOMEM);
 
 	mock = kzalloc_obj(*mock);

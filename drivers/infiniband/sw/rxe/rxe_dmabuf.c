@@ -60,7 +60,12 @@ static void rxe_dmabuf_mr_revoke(void *priv)
 
 	dma_resv_assert_held(dmabuf->resv);
 
-	down_write(&mr->dmabuf_sem);
+	/* Count the revokes that find a copy in progress, and wait for it */
+	if (!down_write_trylock(&mr->dmabuf_sem)) {
+		rxe_counter_inc(mr->elem.pool->rxe,
+				RXE_CNT_DMABUF_REVOKE_WAITED);
+		down_write(&mr->dmabuf_sem);
+	}
 	mr->state = RXE_MR_STATE_INVALID;
 	mr->dmabuf_vaddr = NULL;
 	up_write(&mr->dmabuf_sem);
