@@ -668,8 +668,6 @@ static struct kunit_suite dmabuf_mock_suite = {
 
 kunit_test_suite(dmabuf_mock_suite);
 
-MODULE_DESCRIPTION("KUnit tests for the dmabuf_mock exporter");
-MODULE_LICENSE("GPL");
 MODULE_IMPORT_NS("DMA_BUF");
 MODULE_IMPORT_NS("DMABUF_MOCK");
 MODULE_IMPORT_NS("EXPORTED_FOR_KUNIT_TESTING");
