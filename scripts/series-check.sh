@@ -14,7 +14,7 @@ python3 "$top/scripts/series.py" mail --out "$out" >&2
 
 mapfile -t patches < <(cd "$out" && ls [0-9]*.patch 2>/dev/null | grep -v '^0000-' || true)
 echo "TAP version 13"
-echo "1..$(( ${#patches[@]} + 1 ))"
+echo "1..$(( ${#patches[@]} + 2 ))"
 n=0
 for p in "${patches[@]}"; do
 	n=$((n + 1))
@@ -32,6 +32,10 @@ for p in "${patches[@]}"; do
 			[ -n "$m" ] || ignore=
 		done
 	fi
+	# build/linux has no upstream history, so checkpatch cannot look up
+	# the ids of Fixes: tags (UNKNOWN_COMMIT_ID): the test after this loop
+	# checks them against patches/fixes.txt.
+	ignore="$ignore --ignore=UNKNOWN_COMMIT_ID"
 	# /usr/bin first: spdxcheck.py needs python3-ply, which only the
 	# distribution python has.
 	if log=$(cd "$tree" && PATH=/usr/bin:$PATH ./scripts/checkpatch.pl --strict $ignore "$out/$p" 2>&1); then
@@ -41,6 +45,21 @@ for p in "${patches[@]}"; do
 		printf '%s\n' "$log" | sed 's/^/# /'
 	fi
 done
+
+# Every Fixes: tag names a commit checked against the kernel's history,
+# with its subject as it is there (patches/fixes.txt).
+n=$((n + 1))
+bad=$(cd "$out" && grep -H '^Fixes:' "${patches[@]}" 2>/dev/null |
+	while IFS= read -r l; do
+		grep -qxF "${l#*:}" "$top/patches/fixes.txt" || printf '%s\n' "$l"
+	done)
+nfix=$(cd "$out" && cat "${patches[@]}" /dev/null | grep -c '^Fixes:' || true)
+if [ -z "$bad" ] && [ "$nfix" -gt 0 ]; then
+	echo "ok $n all $nfix Fixes: tags are in patches/fixes.txt"
+else
+	echo "not ok $n Fixes: tags not in patches/fixes.txt (or none at all)"
+	printf '%s\n' "$bad" | sed 's/^/# /'
+fi
 
 # A pristine v7.3 work tree at the base tag, the series applied with git am.
 n=$((n + 1))

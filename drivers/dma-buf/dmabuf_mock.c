@@ -166,7 +166,7 @@ static const char *dmabuf_mock_fence_timeline_name(struct dma_fence *fence)
 /* A fence can outlive the buffer: its lock must not be the mock's. */
 struct dmabuf_mock_fence {
 	struct dma_fence base;
-	spinlock_t lock;
+	spinlock_t lock;	/* the fence's own: dma_fence_init() */
 };
 
 static const struct dma_fence_ops dmabuf_mock_fence_ops = {

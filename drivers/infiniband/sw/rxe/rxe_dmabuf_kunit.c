@@ -120,7 +120,7 @@ static void test_revoke_waits_for_copy(struct kunit *test)
 	down_read(&ctx->mr.dmabuf_sem);
 	queue_work(system_unbound_wq, &ctx->work);
 	while (!revokes_waited(ctx) && time_before(jiffies, end))
-		msleep(10);
+		usleep_range(10000, 20000);
 	KUNIT_EXPECT_EQ(test, revokes_waited(ctx), 1);
 	msleep(100);
 	/* Still waiting for the copy, which still has its address. */

@@ -1093,7 +1093,7 @@ TEST_F(dmabuf_mr, advise_mr_not_odp)
 	int fd;
 
 	if (s->d.driver_id != RDMA_DRIVER_RXE)
-		SKIP(return, "the errno for a non-ODP MR is the driver's (mlx5: ENOENT); rxe's is tested");
+		SKIP(return, "non-ODP MR errno is the driver's (mlx5: ENOENT)");
 	fd = test_new_buf(page_size, 0);
 	test_cmd_reg(m, fd, 0, page_size);
 	for (i = 0; i < ARRAY_SIZE(advice); i++) {

@@ -138,7 +138,7 @@ static struct {
 		      scrub_checks;
 	/* the buffers where revokes and restores race, and their counters */
 	int chaos_fd[CHAOS_BUFS];
-	volatile uint8_t *chaos_map[CHAOS_BUFS];	/* mmap()ed before the race */
+	uint8_t *chaos_map[CHAOS_BUFS];	/* mmap()ed before the race */
 	unsigned long chaos_revokes, chaos_superseded, chaos_restores,
 		      chaos_regs, chaos_refused, chaos_writes, chaos_checks,
 		      chaos_touches, chaos_sigbus;
@@ -976,7 +976,7 @@ static void *chaos_toucher_thread(void *arg)
 {
 	unsigned int seed = env.seed ^ 0x85ebca6b;
 	struct sigaction sa = { .sa_handler = chaos_sigbus };
-	volatile unsigned int i;
+	unsigned int i;
 	size_t off;
 
 	sigaction(SIGBUS, &sa, NULL);
@@ -987,7 +987,11 @@ static void *chaos_toucher_thread(void *arg)
 			__atomic_add_fetch(&env.chaos_sigbus, 1,
 					   __ATOMIC_RELAXED);
 		} else {
-			env.chaos_map[i][off] = env.chaos_map[i][off] + 1;
+			/* A real load and store of the mapping, each of which may fault. */
+			__atomic_store_n(&env.chaos_map[i][off],
+					 __atomic_load_n(&env.chaos_map[i][off],
+							 __ATOMIC_RELAXED) + 1,
+					 __ATOMIC_RELAXED);
 			__atomic_add_fetch(&env.chaos_touches, 1,
 					   __ATOMIC_RELAXED);
 		}
