@@ -46,6 +46,20 @@ single() {
 	return $rc
 }
 
+# A step that prints its own TAP: FILE.tap (stderr in FILE.log). A script
+# that exits non-zero with no failed result, or dies before its plan, gets
+# one failed result more (scripts/tap-close.py), so that it cannot sum to
+# a pass or to 0/0.
+tapstep() {
+	local file=$1 name=$2
+	shift 2
+	"$@" > "$res/$file.tap" 2> "$res/$file.log"
+	local rc=$?
+	python3 "$top/scripts/tap-close.py" "$res/$file.tap" "$name" "$rc"
+	cat "$res/$file.tap"
+	return $rc
+}
+
 # A guest run: the kselftest runner's TAP goes to NAME.tap, and the run
 # itself (booted, no splat, no timeout, command exit 0) is one more result.
 guest() {
@@ -103,10 +117,8 @@ for step in $steps; do
 	case $step in
 	series)
 		log "host: series round trip and mail series"
-		"$top/scripts/test-series.sh" > "$res/series-roundtrip.tap" 2> "$res/series-roundtrip.log"
-		cat "$res/series-roundtrip.tap"
-		"$top/scripts/series-check.sh" > "$res/series-check.tap" 2> "$res/series-check.log"
-		cat "$res/series-check.tap"
+		tapstep series-roundtrip "scripts/test-series.sh" "$top/scripts/test-series.sh"
+		tapstep series-check "scripts/series-check.sh" "$top/scripts/series-check.sh"
 		;;
 	oot)
 		log "build: out-of-tree modules against Debian's 7.3 headers"
@@ -119,13 +131,11 @@ for step in $steps; do
 		;;
 	lint)
 		log "static checks of our new files: W=1, sparse, kernel-doc"
-		"$top/scripts/lint.sh" > "$res/lint.tap" 2> "$res/lint.log"
-		cat "$res/lint.tap"
+		tapstep lint "scripts/lint.sh" "$top/scripts/lint.sh"
 		;;
 	docs)
 		log "docs: Sphinx build of Documentation/infiniband"
-		"$top/scripts/docs.sh" > "$res/docs.tap" 2> "$res/docs.log"
-		cat "$res/docs.tap"
+		tapstep docs "scripts/docs.sh" "$top/scripts/docs.sh"
 		;;
 	kselftest)
 		log "build: kselftests ($KSELFTEST_TARGETS) from the patched tree"
@@ -157,10 +167,9 @@ for step in $steps; do
 		# bench with 2 pairs (guests): that it runs and reports, not
 		# how fast anything is.
 		log "bench: report tests (host), then a 2-pair make bench (QEMU)"
-		python3 "$top/scripts/test-bench-report.py" > "$res/bench-report.tap" 2>&1
-		cat "$res/bench-report.tap"
-		"$top/scripts/bench-smoke.sh" > "$res/bench-smoke.tap" 2>&1
-		cat "$res/bench-smoke.tap"
+		tapstep bench-report "scripts/test-bench-report.py" \
+			python3 "$top/scripts/test-bench-report.py"
+		tapstep bench-smoke "scripts/bench-smoke.sh" "$top/scripts/bench-smoke.sh"
 		;;
 	guest-debian)
 		log "guest: Debian 7.3 kernel + our out-of-tree modules"
