@@ -1,7 +1,10 @@
 #!/bin/sh
-# Runs in the guest: load KUnit test modules (their suites run at load) and
-# print each test case's result from debugfs as a top-level TAP line
-# prefixed "kunit: ", so that the host can tell them from kselftest's.
+# Runs in the guest: load KUnit test modules (their suites run at load),
+# print each test case's result from the kernel log as a top-level TAP line
+# "kunit: ok|not ok - SUITE: CASE", so that the host can tell them from
+# kselftest's, then unload the module: "kunit: ok - SUITE: rmmod MODULE"
+# when rmmod succeeds and the module is gone, "not ok" otherwise (a test
+# that leaks a reference to its module, or whose exit hangs or fails).
 #
 # usage: kunit.sh MODULE:SUITE...
 set -u
@@ -10,7 +13,7 @@ for spec in "$@"; do
 	mod=${spec%%:*}
 	suite=${spec#*:}
 	if [ ! -d "$dir" ]; then
-		echo "kunit: not ok - $suite # no KUnit in this kernel"
+		echo "kunit: not ok - $suite: no KUnit in this kernel"
 		continue
 	fi
 	if ! modprobe "$mod"; then
@@ -31,11 +34,17 @@ for spec in "$@"; do
 	n=$(grep -cE '^    (not )?ok ' /tmp/kunit-$suite.ktap)
 	if [ "$n" = 0 ]; then
 		echo "kunit: not ok - $suite: no test case ran"
-		continue
+	else
+		grep -E '^    (not )?ok ' /tmp/kunit-$suite.ktap |
+			sed -E "s/^    (not ok|ok) [0-9]+ /kunit: \1 - $suite: /"
 	fi
-	grep -E '^    (not )?ok ' /tmp/kunit-$suite.ktap |
-		sed -E "s/^    (not ok|ok) [0-9]+ /kunit: \1 - $suite./"
 	# rmmod, not modprobe -r: that would also unload the modules the test
 	# module uses (dmabuf_mock), which later tests need.
-	rmmod "$mod"
+	mname=$(echo "$mod" | tr - _)
+	if out=$(rmmod "$mod" 2>&1) && [ ! -e "/sys/module/$mname" ]; then
+		echo "kunit: ok - $suite: rmmod $mod"
+	else
+		refs=$(cat "/sys/module/$mname/refcnt" 2>/dev/null || echo '?')
+		echo "kunit: not ok - $suite: rmmod $mod: ${out:-module still loaded} (refcnt $refs)"
+	fi
 done
