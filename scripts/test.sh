@@ -89,6 +89,14 @@ guest() {
 		printf 'TAP version 13\n1..1\nnot ok 1 guest %s: no kselftest output\n' "$kind" > "$res/$name.tap"
 	fi
 	grep -v '^TAP' "$res/$name.tap" | sed "s/^/  [$kind] /"
+	# How long each kselftest took (scripts/vm.sh's out.times).
+	awk '{ t = $1; $1 = "" ; sub(/^ /, "") }
+	     /^# selftests: / { start[$3 $4] = t }
+	     /^(not )?ok [0-9]+ selftests: / {
+		sub(/^(not )?ok [0-9]+ selftests: /, ""); k = $1 $2
+		if (k in start) printf "%s %d s\n", k, t - start[k] }' \
+		"$top/build/vm/$name/out.times" 2>/dev/null > "$res/$name.times"
+	sed "s/^/  [$kind] time: /" "$res/$name.times"
 	# scripts/vm/rdma-tool-check.sh: the rdma tool on a dma-buf MR.
 	{
 		echo "TAP version 13"

@@ -37,8 +37,9 @@
 #   share a host CPU with another's; not with VM_PLUGIN_OUT (its counter
 #   is not atomic).
 # The command runs as root in the guest, in build/vm/NAME, with the host's
-# programs; its output goes to stdout and build/vm/NAME/out.log, the kernel
-# log to build/vm/NAME/console.log; QEMU's pid is in build/vm/NAME/qemu.pid.
+# programs; its output goes to stdout and build/vm/NAME/out.log (and, each
+# line with the seconds since QEMU started, out.times), the kernel log to
+# build/vm/NAME/console.log; QEMU's pid is in build/vm/NAME/qemu.pid.
 set -eu
 
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -229,11 +230,18 @@ fi
 
 echo "vm: $kind kernel $kver, accel $accel, timeout ${timeout}s, run in $run" >&2
 : > "$run/out.log"
-start=$(date +%s)
+: > "$run/out.times"
+start=$EPOCHSECONDS
 timeout -k 10 "$timeout" "${qemu[@]}" -append "$cmdline" \
 	> "$run/qemu.log" 2>&1 &
 qpid=$!
-tail -n +1 --pid=$qpid -f "$run/out.log" | grep --line-buffered -av '^REVOKE-VM-EXIT ' || true
+# Each line also goes to out.times with the seconds since QEMU started
+# (scripts/test.sh reports how long each test took from it).
+tail -n +1 --pid=$qpid -f "$run/out.log" |
+	while IFS= read -r line; do
+		printf '%d %s\n' $((EPOCHSECONDS - start)) "$line" >> "$run/out.times"
+		case $line in REVOKE-VM-EXIT\ *) ;; *) printf '%s\n' "$line" ;; esac
+	done || true
 set +e
 wait $qpid
 qrc=$?
