@@ -6,14 +6,14 @@
 # failed.
 #
 # usage: scripts/test.sh [STEP...]   (default: all steps, in order)
-#   steps: series oot kselftest kernels lint docs rdma-core iproute2 userspace
+#   steps: manifest series oot kselftest kernels lint docs rdma-core iproute2 userspace
 #          bench guest-debian guest-base guest-debug
 set -u
 
 top=$(cd "$(dirname "$0")/.." && pwd)
 res=$top/build/results
 mkdir -p "$res"
-steps=${*:-series oot kselftest kernels lint docs rdma-core iproute2 userspace bench guest-debian guest-base guest-debug}
+steps=${*:-manifest series oot kselftest kernels lint docs rdma-core iproute2 userspace bench guest-debian guest-base guest-debug}
 export KSELFTEST_TARGETS=${KSELFTEST_TARGETS:-rdma drivers/dma-buf}
 # What the guests run: kselftest collections, or COLLECTION:TEST. Not
 # drivers/dma-buf:udmabuf, upstream's, which needs 2 GiB of 2 MiB huge
@@ -60,8 +60,12 @@ tapstep() {
 	return $rc
 }
 
-# A guest run: the kselftest runner's TAP goes to NAME.tap, and the run
-# itself (booted, no splat, no timeout, command exit 0) is one more result.
+# A guest run: the run itself (booted, no splat, no timeout, command exit
+# 0) is NAME-vm.tap; its results, KUnit (debug kernel), kselftests and the
+# rdma tool check, one line each named "PROGRAM: CASE" (NAME.results), are
+# checked against scripts/test-manifest.txt into NAME.tap: the number of
+# results of each program and every skip must be what it says for this
+# kernel.
 guest() {
 	local kind=$1 name=guest-$1
 	local kunit=
@@ -84,10 +88,15 @@ guest() {
 	single "$name-vm" "guest $kind: boots, runs, no splat, no timeout" \
 		"$top/scripts/vm.sh" -k "$kind" -n "$name" -t "${VM_TIMEOUT:-1500}" -- "$cmd"
 	local log=$top/build/vm/$name/out.log
-	python3 "$top/scripts/ktap-flatten.py" "$log" > "$res/$name.tap" 2>/dev/null
-	if ! grep -qE '^(not )?ok' "$res/$name.tap"; then
-		printf 'TAP version 13\n1..1\nnot ok 1 guest %s: no kselftest output\n' "$kind" > "$res/$name.tap"
-	fi
+	{
+		# scripts/vm/kunit.sh: "kunit: ok - SUITE: CASE"
+		sed -n 's/^kunit: \(not ok\|ok\) - /\1 - kunit:/p' "$log"
+		python3 "$top/scripts/ktap-flatten.py" "$log" | grep -aE '^(not )?ok'
+		# scripts/vm/rdma-tool-check.sh: "rdmatool: ok N - CHECK"
+		sed -n 's/^rdmatool: \(not ok\|ok\) [0-9]* - /\1 - rdmatool: /p' "$log"
+	} > "$res/$name.results" 2>/dev/null
+	python3 "$top/scripts/manifest.py" check "$kind" "$res/$name.results" \
+		--select "$KSELFTEST_RUN" --kunit "$kunit" > "$res/$name.tap"
 	grep -v '^TAP' "$res/$name.tap" | sed "s/^/  [$kind] /"
 	# How long each kselftest took (scripts/vm.sh's out.times).
 	awk '{ t = $1; $1 = "" ; sub(/^ /, "") }
@@ -97,32 +106,17 @@ guest() {
 		if (k in start) printf "%s %d s\n", k, t - start[k] }' \
 		"$top/build/vm/$name/out.times" 2>/dev/null > "$res/$name.times"
 	sed "s/^/  [$kind] time: /" "$res/$name.times"
-	# scripts/vm/rdma-tool-check.sh: the rdma tool on a dma-buf MR.
-	{
-		echo "TAP version 13"
-		n=$(grep -ac '^rdmatool: ' "$log" 2>/dev/null)
-		n=${n:-0}
-		echo "1..$(( n > 0 ? n : 1 ))"
-		[ "$n" -gt 0 ] || echo "not ok 1 guest $kind: no rdma tool check output"
-		sed -n 's/^rdmatool: //p' "$log" 2>/dev/null
-	} > "$res/$name-rdmatool.tap"
-	grep -v '^TAP' "$res/$name-rdmatool.tap" | sed "s/^/  [$kind rdmatool] /"
-	if [ "$kind" = debug ]; then
-		{
-			echo "TAP version 13"
-			n=$(grep -ac '^kunit: ' "$log" 2>/dev/null)
-			n=${n:-0}
-			echo "1..$(( n > 0 ? n : 1 ))"
-			[ "$n" -gt 0 ] || echo "not ok 1 guest $kind: no KUnit output"
-			sed -n 's/^kunit: //p' "$log" 2>/dev/null
-		} > "$res/$name-kunit.tap"
-		grep -v '^TAP' "$res/$name-kunit.tap" | sed "s/^/  [$kind kunit] /"
-	fi
 }
 
 rm -f "$res"/*.tap
 for step in $steps; do
 	case $step in
+	manifest)
+		log "host: result accounting (tap-sum, ktap-flatten, the manifest) and the README's table"
+		tapstep manifest-tests "scripts/test-results.py" python3 "$top/scripts/test-results.py"
+		tapstep manifest-readme "scripts/manifest.py readme" \
+			python3 "$top/scripts/manifest.py" readme "$top/README.md"
+		;;
 	series)
 		log "host: series round trip and mail series"
 		tapstep series-roundtrip "scripts/test-series.sh" "$top/scripts/test-series.sh"
@@ -148,6 +142,12 @@ for step in $steps; do
 	kselftest)
 		log "build: kselftests ($KSELFTEST_TARGETS) from the patched tree"
 		single build-kselftest "build: kselftests" make -s -C "$top" kselftest
+		# Every program scripts/test-manifest.txt expects is installed,
+		# and lists the cases it expects (the rdma programs are not
+		# built without libibverbs: a warning, and their scripts skip).
+		tapstep kselftest-installed "scripts/manifest.py build" \
+			python3 "$top/scripts/manifest.py" build "$top/build/kselftest" \
+			--select "$KSELFTEST_RUN"
 		;;
 	rdma-core)
 		# The guests use it when built, the distro's provider otherwise

@@ -1,0 +1,320 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-2.0
+"""Host tests of the result accounting, on made-up input, as TAP.
+
+scripts/tap-sum.py (what counts as passed), scripts/ktap-flatten.py (a
+program's exit code), scripts/tap-close.py (a host step's exit code and
+plan) and scripts/manifest.py (the expected results: counts, skips, the
+kselftest build, the README's table). Each case feeds good or bad input
+and checks the verdict; most cases are bad input that must fail.
+"""
+import os
+import stat
+import subprocess
+import sys
+import tempfile
+
+TOP = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+S = os.path.join(TOP, "scripts")
+results = []
+
+
+def ok(cond, name, detail=""):
+    results.append((bool(cond), name, detail))
+
+
+def run(*args, stdin=None):
+    r = subprocess.run([sys.executable, *args], capture_output=True,
+                       text=True, input=stdin)
+    return r.returncode, r.stdout, r.stderr
+
+
+def write(path, text):
+    with open(path, "w") as f:
+        f.write(text)
+    return path
+
+
+def tapsum(tmp, text):
+    rc, out, _ = run(os.path.join(S, "tap-sum.py"),
+                     write(os.path.join(tmp, "t.tap"), text))
+    return rc, out.strip()
+
+
+def nots(out):
+    return [x for x in out.splitlines() if x.startswith("not ok")]
+
+
+MANIFEST = """\
+# a comment
+program | all | rdma:a.sh | 3 | rdma/a
+program | all | rdma:up.sh | 1 | rdma/up.sh
+program | debian,debug | drivers/dma-buf:m | 2 | -
+program | debug | kunit:suite | 2 | -
+program | all | rdmatool | 1 | -
+skip | all | rdma:a.sh | f.one | no word | atomics need a word
+skip | base,debug | rdma:a.sh | f.two | no tracefs | no tracing here
+skip | debian | drivers/dma-buf:m | - | - | the whole program skips
+"""
+
+GOOD_DEBUG = """\
+ok - kunit:suite: case_a
+ok - kunit:suite: rmmod suite_kunit
+ok - drivers/dma-buf:m: x
+ok - drivers/dma-buf:m: y
+ok - rdma:up.sh
+ok - rdma:a.sh: f.one # SKIP no word in the MR
+ok - rdma:a.sh: f.two # SKIP no tracefs instances
+ok - rdma:a.sh: f.three
+ok - rdmatool: shows the MR
+"""
+
+
+def check(tmp, guest, raw, manifest=MANIFEST, *extra):
+    m = write(os.path.join(tmp, "manifest"), manifest)
+    r = write(os.path.join(tmp, "raw"), raw)
+    rc, out, err = run(os.path.join(S, "manifest.py"), "--manifest", m,
+                       "check", guest, r, *extra)
+    return rc, out + err
+
+
+with tempfile.TemporaryDirectory() as tmp:
+    # tap-sum
+    rc, out = tapsum(tmp, "TAP version 13\n1..2\nok 1 a\nok 2 b # XFAIL\n")
+    ok(rc == 1 and out == "1 passed, 1 failed", "tap-sum: XFAIL is a failure", out)
+    rc, out = tapsum(tmp, "TAP version 13\nok 1 a\n")
+    ok(rc == 1 and out == "1 passed, 1 failed", "tap-sum: no plan is a failure", out)
+    rc, out = tapsum(tmp, "TAP version 13\n1..3\nok 1 a\n")
+    ok(rc == 1 and out == "1 passed, 2 failed",
+       "tap-sum: results missing from the plan are failures", out)
+    rc, out = tapsum(tmp, "1..3\nok 1 a\nok 2 b # SKIP x\n    not ok 1 nested\nok 3 c\n")
+    ok(rc == 0 and out == "2 passed, 0 failed, 1 skipped",
+       "tap-sum: passes, skips, nested lines not counted", out)
+
+    # ktap-flatten: exit code 2 (XFAIL) after passing cases
+    log = write(os.path.join(tmp, "k.log"), """\
+TAP version 13
+1..2
+# selftests: rdma: a.sh
+# TAP version 13
+# 1..1
+# ok 1 one
+ok 1 selftests: rdma: a.sh # XFAIL
+# selftests: rdma: b.sh
+# rxe_b.sh: line 3: syntax error near unexpected token `)'
+ok 2 selftests: rdma: b.sh # XFAIL
+""")
+    rc, out, _ = run(os.path.join(S, "ktap-flatten.py"), log)
+    ok("not ok - rdma:a.sh: program failed: exit code 2 (the runner's XFAIL)" in out,
+       "ktap-flatten: a program with passing cases that exits 2 fails", out)
+    rc2, tot = tapsum(tmp, out)
+    ok(rc2 == 1 and tot == "1 passed, 2 failed",
+       "ktap-flatten + tap-sum: a wrapper with a syntax error fails", tot)
+
+    # tap-close
+    def close(text, rc):
+        p = write(os.path.join(tmp, "c.tap"), text)
+        run(os.path.join(S, "tap-close.py"), p, "step", str(rc))
+        with open(p) as f:
+            return f.read()
+    c = close("TAP version 13\n", 1)
+    ok("1..1\n" in c and "not ok - step: no TAP plan" in c,
+       "tap-close: a step that died before its plan fails", c)
+    c = close("TAP version 13\n1..1\nok 1 a\n", 2)
+    ok("1..2\n" in c and "not ok - step: exited 2 with no failed result" in c,
+       "tap-close: a step that exits non-zero after passes fails", c)
+    t = "TAP version 13\n1..1\nok 1 a\n"
+    ok(close(t, 0) == t, "tap-close: a passing step is left alone")
+    t = "TAP version 13\n1..1\nnot ok 1 a\n"
+    ok(close(t, 1) == t, "tap-close: a failure already reported is not doubled")
+
+    # manifest check
+    rc, out = check(tmp, "debug", GOOD_DEBUG)
+    ok(rc == 0 and not nots(out), "manifest: the expected results pass", out)
+    rc, out = check(tmp, "debug", GOOD_DEBUG.replace("ok - rdma:a.sh: f.three\n", ""))
+    ok(rc == 1 and any("rdma:a.sh: 2 results, the manifest expects 3" in x
+                       for x in nots(out)),
+       "manifest: a missing result fails", out)
+    rc, out = check(tmp, "debug", GOOD_DEBUG + "ok - rdma:new.sh\n")
+    ok(rc == 1 and any("rdma:new.sh: not in the manifest" in x for x in nots(out)),
+       "manifest: a program it does not list fails", out)
+    rc, out = check(tmp, "debug", GOOD_DEBUG.replace(
+        "ok - drivers/dma-buf:m: y", "ok - drivers/dma-buf:m: y # SKIP no device"))
+    ok(rc == 1 and any("m: y: unexpected skip on debug: no device" in x
+                       for x in nots(out)), "manifest: an unexpected skip fails", out)
+    ok("# SKIP no device" not in out,
+       "manifest: an unexpected skip is not counted as a skip", out)
+    rc, out = check(tmp, "debug", GOOD_DEBUG.replace("SKIP no word in the MR",
+                                                     "SKIP no device"))
+    ok(rc == 1 and any("f.one: skipped on debug for another reason" in x
+                       for x in nots(out)),
+       "manifest: a skip for another reason fails", out)
+    rc, out = check(tmp, "debug", GOOD_DEBUG.replace(
+        "f.two # SKIP no tracefs instances", "f.two"))
+    ok(rc == 1 and any("f.two: passed, but the manifest expects a skip" in x
+                       for x in nots(out)),
+       "manifest: a listed skip that passed fails", out)
+    rc, out = check(tmp, "debug", GOOD_DEBUG.replace(
+        "f.two # SKIP no tracefs instances", "f.renamed"))
+    ok(rc == 1 and any("f.two: no result, the manifest expects a skip" in x
+                       for x in nots(out)),
+       "manifest: a listed skip without a result fails (same count)", out)
+    rc, out = check(tmp, "debug", GOOD_DEBUG.replace(
+        "ok - rdma:a.sh: f.one # SKIP no word in the MR\n"
+        "ok - rdma:a.sh: f.two # SKIP no tracefs instances\n"
+        "ok - rdma:a.sh: f.three\n",
+        "ok - rdma:a.sh # SKIP dmabuf_mr was not built (no libibverbs)\n"))
+    ok(rc == 1 and any("rdma:a.sh: 1 results, the manifest expects 3" in x
+                       for x in nots(out)) and
+       any("rdma:a.sh: unexpected skip" in x for x in nots(out)),
+       "manifest: a wrapper that skips as a whole fails", out)
+    rc, out = check(tmp, "debug", GOOD_DEBUG.replace(
+        "ok - rdma:up.sh", "ok - rdma:up.sh # XFAIL"))
+    rc2, tot = tapsum(tmp, out)
+    ok(rc2 == 1, "manifest + tap-sum: an XFAIL result still fails", tot)
+    rc, out = check(tmp, "debug", GOOD_DEBUG.replace(
+        "ok - kunit:suite: rmmod suite_kunit\n", ""))
+    ok(rc == 1 and any("kunit:suite: 1 results" in x for x in nots(out)),
+       "manifest: a KUnit suite without its rmmod result fails", out)
+    raw = "".join(x + "\n" for x in GOOD_DEBUG.splitlines()
+                  if "kunit:" not in x)
+    rc, out = check(tmp, "base", raw.replace(
+        "ok - drivers/dma-buf:m: x\nok - drivers/dma-buf:m: y\n", ""))
+    ok(rc == 0 and not nots(out), "manifest: another guest, its own programs "
+       "and skips", out)
+    rc, out = check(tmp, "base", raw)
+    ok(rc == 1 and any("drivers/dma-buf:m: not in the manifest for base" in x
+                       for x in nots(out)),
+       "manifest: a program that is not expected on that guest fails", out)
+    rc, out = check(tmp, "debian", raw.replace(
+        "ok - drivers/dma-buf:m: x\nok - drivers/dma-buf:m: y\n", "")
+        .replace("ok - rdma:a.sh: f.two # SKIP no tracefs instances\n",
+                 "ok - rdma:a.sh: f.two\n"), MANIFEST)
+    ok(rc == 1 and any("drivers/dma-buf:m: no result, the manifest expects 2" in x
+                       for x in nots(out)),
+       "manifest: a program that did not run fails", out)
+    rc, out = check(tmp, "debian", raw.replace(
+        "ok - drivers/dma-buf:m: x\nok - drivers/dma-buf:m: y\n",
+        "ok - drivers/dma-buf:m # SKIP\nok - drivers/dma-buf:m: y\n")
+        .replace("f.two # SKIP no tracefs instances", "f.two"),
+        MANIFEST.replace("drivers/dma-buf:m | 2", "drivers/dma-buf:m | 2"))
+    ok(rc == 0, "manifest: a whole-program skip without a message, as listed",
+       out)
+    rc, out = check(tmp, "debian", raw.replace(
+        "ok - drivers/dma-buf:m: x\nok - drivers/dma-buf:m: y\n",
+        "ok - drivers/dma-buf:m # SKIP no device\nok - drivers/dma-buf:m: y\n")
+        .replace("f.two # SKIP no tracefs instances", "f.two"))
+    ok(rc == 1 and any("skipped on debian for another reason: no device" in x
+                       for x in nots(out)),
+       "manifest: a skip listed without a message that has one fails", out)
+    rc, out = check(tmp, "debug", GOOD_DEBUG.replace("ok - rdma:up.sh\n", ""),
+                    MANIFEST, "--select", "rdma:a.sh drivers/dma-buf",
+                    "--kunit", "suite_kunit:suite")
+    ok(rc == 0, "manifest: --select leaves out the programs not run", out)
+    rc, out = check(tmp, "debug", GOOD_DEBUG, MANIFEST, "--kunit", "")
+    ok(rc == 1 and any("kunit:suite: results, but the run did not select it" in x
+                       for x in nots(out)),
+       "manifest: results of a program the run did not select fail", out)
+
+    # manifest syntax
+    for bad, why in (
+            ("program | all | rdma:a.sh | 3\n", "a program line without BINARY"),
+            ("program | alll | rdma:a.sh | 3 | -\n", "an unknown guest"),
+            ("program | all | rdma:a.sh | three | -\n", "a count that is no number"),
+            ("program | all | rdma:a.sh | 0 | -\n", "a count of 0"),
+            ("program | all | rdma:a.sh | 3 | -\nprogram | debug | rdma:a.sh | 3 | -\n",
+             "a program twice on a guest"),
+            ("program | debug | rdma:a.sh | 3 | -\nskip | all | rdma:a.sh | x | - | why\n",
+             "a skip on a guest the program does not run on"),
+            ("program | all | rdma:a.sh | 3 | -\nskip | all | rdma:a.sh | x | m | -\n",
+             "a skip without a reason"),
+            ("program | all | rdma:a.sh | 3 | -\nskip | all | rdma:a.sh | x | m\n",
+             "a skip line without REASON"),
+            ("skipped | all | rdma:a.sh | x | m | why\n", "an unknown line")):
+        rc, out = check(tmp, "debug", GOOD_DEBUG, bad)
+        ok(rc == 1 and "not ok - manifest:" in out,
+           f"manifest: refused: {why}", out)
+
+    # manifest build: installed programs and their -l lists
+    kdir = os.path.join(tmp, "ks")
+    os.makedirs(os.path.join(kdir, "rdma"))
+    write(os.path.join(kdir, "kselftest-list.txt"),
+          "rdma:a.sh\nrdma:up.sh\ndrivers/dma-buf:m\n")
+    listing = ("# FIXTURE            VARIANT                   TEST\n"
+               + "global".ljust(47) + "\n" + "-" * 80 + "\n"
+               + "f".ljust(21) + "".ljust(26) + "one\n"
+               + "".ljust(47) + "two\n"
+               + "".ljust(47) + "three\n")
+    for name, text in (("rdma/a", "#!/bin/sh\ncat <<'EOF' >&2\n" + listing + "EOF\n"),
+                       ("rdma/up.sh", "#!/bin/sh\n")):
+        p = write(os.path.join(kdir, name), text)
+        os.chmod(p, os.stat(p).st_mode | stat.S_IXUSR)
+    m = write(os.path.join(tmp, "manifest"), MANIFEST)
+
+    def build():
+        rc, out, err = run(os.path.join(S, "manifest.py"), "--manifest", m,
+                           "build", kdir)
+        return rc, out + err
+    rc, out = build()
+    ok(rc == 0 and "rdma/a lists 3 cases" in out,
+       "manifest build: everything installed, -l lists the cases", out)
+    os.rename(os.path.join(kdir, "rdma/a"), os.path.join(kdir, "rdma/a.off"))
+    rc, out = build()
+    ok(rc == 1 and any("rdma/a is not installed" in x for x in nots(out)),
+       "manifest build: a missing test binary fails", out)
+    os.rename(os.path.join(kdir, "rdma/a.off"), os.path.join(kdir, "rdma/a"))
+    write(os.path.join(kdir, "rdma/a"), "#!/bin/sh\ncat <<'EOF' >&2\n" +
+          listing.replace("".ljust(47) + "three\n", "") + "EOF\n")
+    rc, out = build()
+    ok(rc == 1 and any("lists 2 cases, the manifest expects 3" in x
+                       for x in nots(out)),
+       "manifest build: a binary with other cases than listed fails", out)
+    write(os.path.join(kdir, "kselftest-list.txt"), "rdma:a.sh\n")
+    rc, out = build()
+    ok(rc == 1 and any("rdma:up.sh: installed" in x for x in nots(out)),
+       "manifest build: a program missing from kselftest-list.txt fails", out)
+
+    # the README's table
+    rd = os.path.join(tmp, "README.md")
+    rc, tbl, _ = run(os.path.join(S, "manifest.py"), "--manifest", m, "table")
+    ok(rc == 0 and "| `rdma:a.sh` (`rdma/a`) | 3, 1 skip | 3, 2 skips | 3, 2 skips |" in tbl,
+       "manifest table: cases and skips per guest", tbl)
+    begin = "<!-- manifest table: generated by scripts/manifest.py table; do not edit -->"
+    end = "<!-- manifest table: end -->"
+    write(rd, f"intro\n{begin}\n{tbl}{end}\nmore\n")
+
+    def readme(*extra):
+        rc, out, err = run(os.path.join(S, "manifest.py"), "--manifest", m,
+                           "readme", rd, *extra)
+        return rc, out + err
+    rc, out = readme()
+    ok(rc == 0, "manifest readme: the generated table agrees", out)
+    write(rd, f"intro\n{begin}\n{tbl.replace('3, 1 skip', '4, 1 skip')}{end}\nmore\n")
+    rc, out = readme()
+    ok(rc == 1, "manifest readme: a table that says other counts fails", out)
+    rc, out = readme("--update")
+    rc2, out2 = readme()
+    with open(rd) as f:
+        text = f.read()
+    ok(rc == 0 and rc2 == 0 and text.startswith("intro\n") and
+       text.endswith(f"{end}\nmore\n"),
+       "manifest readme --update: rewrites only the block", text)
+    write(rd, "no block\n")
+    rc, out = readme()
+    ok(rc == 1, "manifest readme: a README without the block fails", out)
+
+    # the real manifest
+    rc, out, err = run(os.path.join(S, "manifest.py"), "table")
+    ok(rc == 0 and "| **all** |" in out, "scripts/test-manifest.txt loads",
+       out + err)
+
+print("TAP version 13")
+print(f"1..{len(results)}")
+n_fail = 0
+for i, (good, name, detail) in enumerate(results, 1):
+    print(f"{'ok' if good else 'not ok'} {i} {name}")
+    if not good:
+        n_fail += 1
+        for line in str(detail).splitlines()[:30]:
+            print(f"# {line}")
+sys.exit(1 if n_fail else 0)
