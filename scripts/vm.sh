@@ -259,9 +259,14 @@ elif [ -z "$rc" ]; then
 elif [ "$rc" != 0 ]; then
 	fail="command exited $rc"
 fi
-splat='BUG:|WARNING:|KASAN|UBSAN|possible circular locking|possible recursive locking|inconsistent lock state|Call Trace|Kernel panic|Oops|general protection fault|kernel BUG|unreferenced object'
-if grep -aEq "$splat" "$run/console.log"; then
+# Splats (scripts/vm/splat-patterns, which the guest init also looks for
+# in its own kernel log: a message below the console's log level, or one
+# the console dropped, is in dmesg but not on the serial console).
+if grep -aEq -f "$top/scripts/vm/splat-patterns" "$run/console.log"; then
 	fail="${fail:+$fail; }kernel splat in the guest log"
+fi
+if grep -aq '^REVOKE-VM-SPLAT' "$run/out.log"; then
+	fail="${fail:+$fail; }the guest found a kernel splat in its dmesg"
 fi
 if [ -n "$fail" ]; then
 	echo "vm: FAILED: $fail ($secs s); guest kernel log (last 150 lines):" >&2
