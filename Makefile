@@ -19,7 +19,8 @@ export KSELFTEST_TARGETS
 help:
 	@sed -n 's/^## //p' $(MAKEFILE_LIST)
 
-## deps          install the host packages (bookworm; needs root)
+## deps          install the missing host packages make test needs
+##               (bookworm; needs root; make test and make demo call it)
 deps:
 	scripts/deps.sh
 
@@ -91,8 +92,11 @@ $(B)/userspace/%: userspace/%.cpp userspace/rdma_util.h userspace/insn_marker.h 
 	g++ -std=c++17 -O2 -Wall -Wextra -Werror -o $@ $< -libverbs
 
 ## demo          boot Debian's 7.3 in QEMU with our modules: the revoke demo
-##               (dma-buf MR on rxe, traffic, revoke, the peer's error)
-demo: modules rdma-core userspace
+##               (dma-buf MR on rxe, traffic, revoke, the peer's error);
+##               installs the host packages it needs first (root)
+demo:
+	scripts/deps.sh --demo
+	$(MAKE) modules rdma-core userspace
 	scripts/vm.sh -n demo -t 600 -- $(TOP)/scripts/vm/demo.sh
 
 ## two-host      two guests at once over a QEMU wire: Debian's 7.3 with our
@@ -105,8 +109,11 @@ two-host: modules rdma-core userspace
 vm:
 	scripts/vm.sh -k $(or $(KERNEL),debian) -t 1800 -- $(or $(CMD),true)
 
-## test          everything CI runs: host tests, builds, guest runs, totals
-test: deps-check tree
+## test          everything CI runs: host tests, builds, guest runs, totals;
+##               installs the host packages it needs first (root)
+test:
+	scripts/deps.sh
+	$(MAKE) tree
 	scripts/test.sh
 
 ## check         host-only tests (series round trip, checkpatch, git am)
