@@ -99,7 +99,7 @@ guest() {
 		--select "$KSELFTEST_RUN" --kunit "$kunit" > "$res/$name.tap"
 	grep -v '^TAP' "$res/$name.tap" | sed "s/^/  [$kind] /"
 	# How long each kselftest took (scripts/vm.sh's out.times).
-	awk '{ t = $1; $1 = "" ; sub(/^ /, "") }
+	awk '{ sub(/\r$/, ""); t = $1; $1 = ""; sub(/^ /, "") }
 	     /^# selftests: / { start[$3 $4] = t }
 	     /^(not )?ok [0-9]+ selftests: / {
 		sub(/^(not )?ok [0-9]+ selftests: /, ""); k = $1 $2
