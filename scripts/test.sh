@@ -94,7 +94,7 @@ guest() {
 		python3 "$top/scripts/ktap-flatten.py" "$log" | grep -aE '^(not )?ok'
 		# scripts/vm/rdma-tool-check.sh: "rdmatool: ok N - CHECK"
 		sed -n 's/^rdmatool: \(not ok\|ok\) [0-9]* - /\1 - rdmatool: /p' "$log"
-	} > "$res/$name.results" 2>/dev/null
+	} 2>/dev/null | tr -d '\r' > "$res/$name.results"
 	python3 "$top/scripts/manifest.py" check "$kind" "$res/$name.results" \
 		--select "$KSELFTEST_RUN" --kunit "$kunit" > "$res/$name.tap"
 	grep -v '^TAP' "$res/$name.tap" | sed "s/^/  [$kind] /"
