@@ -10,7 +10,8 @@ an exit code its results do not explain, or exit code 2, which the runner
 reports as "ok ... # XFAIL": bash's exit code for a syntax error), one
 more failed line says so.
 A program without results of its own (a shell script) contributes its
-top-level line.
+top-level line, with the reason of its "1..0 # SKIP reason" when it
+skipped as a whole.
 
 usage: ktap-flatten.py LOG > TAP
 """
@@ -20,14 +21,21 @@ import sys
 top = re.compile(r"^(not ok|ok) \d+ selftests: (\S+): (\S+)(.*)$")
 start = re.compile(r"^# selftests: (\S+): (\S+)\s*$")
 nested = re.compile(r"^# (not ok|ok) \d+ (.*)$")
+skip_all = re.compile(r"^# 1\.\.0\s*#\s*SKIP\s*(.*?)\s*$", re.I)
 
 out = []
 cases = []
+why = ""
 with open(sys.argv[1], errors="replace") as f:
     for line in f:
-        line = line.rstrip("\n")
+        line = line.rstrip("\n").rstrip("\r")
         if start.match(line):
             cases = []
+            why = ""
+            continue
+        m = skip_all.match(line)
+        if m:
+            why = m.group(1)
             continue
         m = nested.match(line)
         if m:
@@ -39,6 +47,10 @@ with open(sys.argv[1], errors="replace") as f:
         status, coll, prog, rest = m.groups()
         name = f"{coll}:{prog}"
         if not cases:
+            # A program that skipped as a whole ("1..0 # SKIP why"): the
+            # runner's line has no reason; give it the program's.
+            if why and re.fullmatch(r"\s*#\s*SKIP\s*", rest, re.I):
+                rest = f" # SKIP {why}"
             out.append(f"{status} - {name}{rest}")
         else:
             for st, desc in cases:

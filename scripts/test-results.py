@@ -111,6 +111,15 @@ ok 2 selftests: rdma: b.sh # XFAIL
     ok(rc2 == 1 and tot == "1 passed, 2 failed",
        "ktap-flatten + tap-sum: a wrapper with a syntax error fails", tot)
 
+    log = write(os.path.join(tmp, "s.log"), """\
+# selftests: rdma: c.sh\r
+# 1..0 # SKIP c was not built (no libibverbs)\r
+ok 1 selftests: rdma: c.sh # SKIP\r
+""")
+    rc, out, _ = run(os.path.join(S, "ktap-flatten.py"), log)
+    ok("ok - rdma:c.sh # SKIP c was not built (no libibverbs)\n" in out,
+       "ktap-flatten: a program that skips as a whole keeps its reason", out)
+
     # tap-close
     def close(text, rc):
         p = write(os.path.join(tmp, "c.tap"), text)
