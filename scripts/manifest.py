@@ -120,9 +120,16 @@ def selected(name, select, kunit):
     if ":" in name:
         if select is None:
             return True
-        coll = name.split(":", 1)[0]
-        return any(s == coll or s == name for s in select.split())
+        base = plain(name)
+        coll = base.split(":", 1)[0]
+        return any(s == coll or s == base for s in select.split())
     return True
+
+
+def plain(name):
+    """A kselftest's name without the "[VAR=VALUE]" of a second run
+    (scripts/vm/run-tests.sh, KSELFTEST_AGAIN)."""
+    return re.sub(r"\[[^]]*\]$", "", name)
 
 
 RESULT = re.compile(r"^(not ok|ok)\b(?:\s+\d+)?(?:\s+-)?\s+(.*)$")
@@ -282,6 +289,8 @@ def build(kdir, programs, order, select=None):
             continue
         if not selected(name, select, None):
             continue
+        if plain(name) != name:
+            continue        # the same program, run again: checked as itself
         out.append(("ok" if name in listed else "not ok") +
                    f" - {name}: installed (kselftest-list.txt)")
         for g, (cases, binary) in entries:
@@ -372,7 +381,9 @@ def readme(path, programs, skips, order, update):
             f"readme {path} --update"]
 
 
-def suggest(guest, raw_lines):
+def suggest(guest, raw_lines, programs, skips):
+    """Manifest lines for RAW, keeping the binaries and skip reasons the
+    manifest already has."""
     counts, order, skip_lines = {}, [], []
     for line in raw_lines:
         r = parse_result(line)
@@ -383,11 +394,18 @@ def suggest(guest, raw_lines):
             order.append(program)
         counts[program] = counts.get(program, 0) + 1
         if is_skip(directive):
+            have = skips.get((guest, program, case))
+            msg = skip_message(directive)
+            if have and (have[0] in msg) and (have[0] or not msg):
+                msg, why = have
+            else:
+                why = "TODO: why"
             skip_lines.append(f"skip | {guest} | {program} | "
                               f"{case if case is not None else '-'} | "
-                              f"{skip_message(directive) or '-'} | TODO: why")
-    return [f"program | {guest} | {p} | {counts[p]} | -" for p in order] + \
-        skip_lines
+                              f"{msg or '-'} | {why}")
+    return [f"program | {guest} | {p} | {counts[p]} | "
+            f"{(programs.get((guest, p)) or (0, None))[1] or '-'}"
+            for p in order] + skip_lines
 
 
 def tap(lines):
@@ -438,7 +456,8 @@ def main(argv):
         out = readme(pos[0], programs, skips, order, opts.get("--update"))
     elif cmd == "suggest" and len(pos) == 2:
         with open(pos[1], errors="replace") as f:
-            print("\n".join(suggest(pos[0], f.read().splitlines())))
+            print("\n".join(suggest(pos[0], f.read().splitlines(),
+                                     programs, skips)))
         return 0
     else:
         sys.exit(__doc__.split("\n\n", 2)[-1])

@@ -225,6 +225,13 @@ ok 1 selftests: rdma: c.sh # SKIP\r
                        for x in nots(out)),
        "manifest: results of a program the run did not select fail", out)
 
+    again = MANIFEST + "program | debug | rdma:a.sh[X=1] | 1 | rdma/a\n"
+    rc, out = check(tmp, "debug", GOOD_DEBUG + "ok - rdma:a.sh[X=1]: f.one\n",
+                    again, "--select", "rdma:a.sh drivers/dma-buf:m rdma:up.sh")
+    ok(rc == 0 and "rdma:a.sh[X=1]: 1 results, as the manifest expects" in out,
+       "manifest: a second run (program[VAR=VALUE]) is selected with its program",
+       out)
+
     # manifest syntax
     for bad, why in (
             ("program | all | rdma:a.sh | 3\n", "a program line without BINARY"),

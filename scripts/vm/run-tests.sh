@@ -2,7 +2,9 @@
 # Runs in the guest (scripts/test.sh): load our modules, run the KUnit
 # suites (KUNIT_SUITES, "module:suite ..."), then the kselftests
 # (KSELFTEST_RUN, "collection" or "collection:test" ...) from KSELFTEST_DIR,
-# then rdma-tool-check.sh.
+# then those of KSELFTEST_AGAIN ("collection:test:VAR=VALUE" ...) once more
+# with VAR=VALUE in their environment, reported as "test[VAR=VALUE]" (when
+# KSELFTEST_RUN selects them), then rdma-tool-check.sh.
 # Exits non-zero if a module is missing, the kselftest runner fails or a
 # check of rdma-tool-check.sh fails.
 set -u
@@ -24,6 +26,18 @@ for t in $KSELFTEST_RUN; do
 	case $t in *:*) args+=(-t "$t") ;; *) args+=(-c "$t") ;; esac
 done
 cd "$KSELFTEST_DIR" && ./run_kselftest.sh -o 300 "${args[@]}" || rc=1
+for again in ${KSELFTEST_AGAIN:-}; do
+	coll=${again%%:*} rest=${again#*:}
+	test=${rest%%:*} var=${rest#*:}
+	case " $KSELFTEST_RUN " in
+	*" $coll "*|*" $coll:$test "*) ;;
+	*) continue ;;
+	esac
+	# shellcheck disable=SC2086
+	env "$var" ./run_kselftest.sh -o 300 -t "$coll:$test" |
+		sed -u "s|selftests: $coll: $test\b|selftests: $coll: $test[$var]|"
+	[ "${PIPESTATUS[0]}" = 0 ] || rc=1
+done
 # The patched rdma tool on a dma-buf MR, through revoke and dereg: TAP
 # lines prefixed "rdmatool: " (scripts/test.sh counts them).
 "$here/rdma-tool-check.sh" || rc=1
