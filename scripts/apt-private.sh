@@ -6,6 +6,7 @@
 # usage: apt_private DIR SUITE...   sets the array apt_opts (pass it to
 #   apt-get and apt-cache) and writes DIR/sources.list for SUITE... of
 #   $DEBIAN_MIRROR (default deb.debian.org); then run apt_private_update.
+#   With APT_PRIVATE_SRC=1 the list has deb-src lines too (apt-get source).
 
 apt_private() {
 	local dir suite
@@ -17,6 +18,8 @@ apt_private() {
 	: > "$dir/sources.list.new"
 	for suite in "$@"; do
 		echo "deb [signed-by=$keyring] $mirror $suite main" >> "$dir/sources.list.new"
+		[ "${APT_PRIVATE_SRC:-}" != 1 ] ||
+			echo "deb-src [signed-by=$keyring] $mirror $suite main" >> "$dir/sources.list.new"
 	done
 	# A new file, not a rewrite in place: a build directory made with
 	# `cp -al` shares its inodes with another checkout's.

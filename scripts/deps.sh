@@ -25,7 +25,7 @@ demo=(git python3 make gcc g++ flex bison bc libelf-dev libssl-dev kmod cpio
 # kselftests (librdmacm).
 test=(qemu-utils ccache dwarves sparse librdmacm-dev rsync python3-ply
       libmnl-dev python3-sphinx python3-sphinx-rtd-theme gnuplot-nox
-      linux-perf perftest)
+      linux-perf perftest b4)
 pkgs=("${demo[@]}" "${test[@]}")
 check='' fix='make deps'
 for a in "$@"; do
