@@ -39,7 +39,10 @@ tree: $(B)/.unpacked
 export:
 	python3 scripts/series.py export
 
-## series        build/series: cover letter + patches, checkpatch, git am
+## series        build/series/<name>/: the mail series of patches/mail-series
+##               with b4 (cover letter + patches, To/Cc from get_maintainer),
+##               as the sender (git config user.name/email); then read back:
+##               checkpatch, git am onto the base. Sends nothing
 series: tree
 	scripts/series-check.sh
 
@@ -116,7 +119,8 @@ test:
 	$(MAKE) tree
 	scripts/test.sh
 
-## check         host-only tests (series round trip, checkpatch, git am)
+## check         host-only tests (series round trip; mail series with a test
+##               identity: subjects, To/Cc, checkpatch, git am)
 check: tree
 	scripts/test.sh series
 
@@ -178,4 +182,5 @@ deps-check:
 ## clean         remove build outputs (keeps downloads and the ccache)
 clean:
 	rm -rf $(B)/oot $(B)/kbuild-* $(B)/vm $(B)/results $(B)/series \
+		$(B)/mail $(B)/test-mail \
 		$(B)/kselftest $(B)/kselftest-build

@@ -373,14 +373,15 @@ class Work:
         return new
 
     def b4(self, *args, editor=None):
-        """b4 prep, or b4 send that only writes files."""
+        """Run b4: prep, or send to a directory (it only writes files)."""
         args = list(args)
-        if args[0] == "send":
+        if args[:1] == ["send"]:
             # The one form of send we run: to a directory (a dry run).
-            if args[1] != "--output-dir" or "--no-sign" not in args:
+            if (len(args) != 4 or args[1] != "--output-dir"
+                    or args[3] != "--no-sign"):
                 die(f"refusing b4 {' '.join(args)}: only "
                     "`b4 send --output-dir DIR --no-sign` is run here")
-        elif args[0] != "prep":
+        elif args[:1] != ["prep"]:
             die(f"refusing b4 {args[0]}")
         extra = [("core.editor", editor)] if editor else []
         r = run(["b4", "--offline-mode", *args], cwd=self.dir,
@@ -635,7 +636,8 @@ def cmd_list(a):
     print(json.dumps([{"name": s.name, "prefix": s.prefix,
                        "depends": s.depends,
                        "closure": closure(s, {x.name: x for x in series}),
-                       "to": s.to, "cc": s.cc, "change-id": s.change_id,
+                       "to": s.to, "cc": s.cc, "cover": s.cover,
+                       "change-id": s.change_id,
                        "revision": s.revision, "commits": s.commits,
                        "subjects": s.subjects}
                       for s in order(series)], indent=1))
@@ -655,6 +657,9 @@ def main():
                    default=os.path.join(top, "patches", "mail-series"))
     p.add_argument("--out", default=os.path.join(top, "build", "series"))
     a = p.parse_args()
+    # b4 runs in the work repository: relative paths would land there.
+    for k in ("repo", "tree", "defs", "out"):
+        setattr(a, k, os.path.abspath(getattr(a, k)))
     a_repo = a.repo
     if not os.path.isdir(os.path.join(a.tree, ".git")):
         die(f"no tree at {a.tree}: run make tree")
