@@ -18,6 +18,7 @@ checked against the kernel's history): build/linux has no upstream history,
 so checkpatch runs with --ignore UNKNOWN_COMMIT_ID.
 Then negative controls: the same checks must
 fail on a series with a mail missing, on a mail with an invented From, on
+mails whose To: lost the maintainers, on
 a Fixes: id that is not in patches/fixes.txt, and checkpatch on a
 duplicate Signed-off-by;
 `mail.py check` must name a subject that is not in the stack, a commit in no
@@ -538,6 +539,20 @@ def negative(a, defs, by, ident, base, stack, idx, am):
                 for x in cp),
             f"negative: checkpatch --strict catches a duplicate "
             f"Signed-off-by in {s['name']}", f"checkpatch: {cp}")
+    # Mails whose To: lost the maintainers get_maintainer.pl names.
+    s = defs[0]
+    out = os.path.join(scratch, "to")
+    shutil.copytree(a.out, out)
+    for path in [os.path.join(out, s["name"], f)
+                 for f in series_mails(os.path.join(out, s["name"]))]:
+        with open(path) as f:
+            text = f.read()
+        with open(path, "w") as f:
+            f.write(re.sub(r"(?m)^To: .*(?:\n[ \t].*)*",
+                           "To: linux-rdma@vger.kernel.org", text, count=1))
+    miss = maintainers_missing(am, out, s["name"])
+    tap(bool(miss), f"negative: {s['name']} with only linux-rdma in To: "
+        "misses maintainers get_maintainer.pl names", "nothing missing")
     # A mail that carries the placeholder identity.
     s = defs[0]
     out = os.path.join(scratch, "invented")
