@@ -14,7 +14,7 @@ export KSELFTEST_TARGETS
 .PHONY: help deps fetch tree export series modules kernel kernel-debug \
 	kselftest docs rdma-core iproute2 userspace demo vm test check \
 	bisect-check stress qemu-plugin qemu-plugin-check bench bench-profile \
-	two-host dkms dkms-check clean
+	two-host dkms dkms-check clean test-base
 
 help:
 	@sed -n 's/^## //p' $(MAKEFILE_LIST)
@@ -118,6 +118,13 @@ test:
 	scripts/deps.sh
 	$(MAKE) tree
 	scripts/test.sh
+
+## test-base     the in-tree base kernel (no debug options) and its guest,
+##               which make test leaves out (README, "How we test")
+test-base:
+	scripts/deps.sh
+	$(MAKE) tree
+	scripts/test.sh kselftest kernel-base guest-base
 
 ## check         host-only tests (series round trip; mail series with a test
 ##               identity: subjects, To/Cc, checkpatch, git am)
