@@ -19,7 +19,7 @@ top=$(cd "$(dirname "$0")/.." && pwd)
 res=$top/build/results
 mkdir -p "$res"
 # The default run: prep_steps, then bg_steps next to vm_steps (below).
-# The base kernel (kernel-base, guest-base) is not in it: README,
+# The base kernel (kernel-base, guest-base) is not in it: results/README.md,
 # "Measurements".
 # (TEST_PREP_STEPS, TEST_BG_STEPS, TEST_VM_STEPS replace them, to try the
 # overlap with fewer steps.)
