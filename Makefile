@@ -120,7 +120,7 @@ test:
 	scripts/test.sh
 
 ## test-base     the in-tree base kernel (no debug options) and its guest,
-##               which make test leaves out (README, "How we test")
+##               which make test leaves out (README, "What was tested on what")
 test-base:
 	scripts/deps.sh
 	$(MAKE) tree
