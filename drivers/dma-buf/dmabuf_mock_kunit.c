@@ -489,6 +489,7 @@ static void test_revoke_killable(struct kunit *test)
 	struct dmabuf_mock_kunit *ctx = test->priv;
 	struct dma_buf *dmabuf = create(test, PAGE_SIZE, 0);
 	struct dma_buf_attachment *attach;
+	struct sighand_struct *sighand;
 	struct sg_table *sgt;
 	unsigned long start;
 	int ret;
@@ -498,10 +499,12 @@ static void test_revoke_killable(struct kunit *test)
 	sgt = dma_buf_map_attachment_unlocked(attach, DMA_TO_DEVICE);
 	KUNIT_ASSERT_FALSE(test, IS_ERR(sgt));
 
-	spin_lock_irq(&current->sighand->siglock);
+	/* Only an exec replaces a task's sighand, and this one runs none. */
+	sighand = rcu_dereference_raw(current->sighand);
+	spin_lock_irq(&sighand->siglock);
 	sigaddset(&current->pending.signal, SIGKILL);
 	set_tsk_thread_flag(current, TIF_SIGPENDING);
-	spin_unlock_irq(&current->sighand->siglock);
+	spin_unlock_irq(&sighand->siglock);
 	start = jiffies;
 	ret = dmabuf_mock_revoke(dmabuf, 0, 10000, NULL, 0);
 	flush_signals(current);
