@@ -6,6 +6,9 @@
 # when rmmod succeeds and the module is gone, "not ok" otherwise (a test
 # that leaks a reference to its module, or whose exit hangs or fails).
 #
+# Only SUITE of each MODULE runs (kunit.filter_glob), whatever else the
+# module holds.
+#
 # usage: kunit.sh MODULE:SUITE...
 set -u
 dir=/sys/kernel/debug/kunit
@@ -14,6 +17,18 @@ for spec in "$@"; do
 	suite=${spec#*:}
 	if [ ! -d "$dir" ]; then
 		echo "kunit: not ok - $suite: no KUnit in this kernel"
+		continue
+	fi
+	# Only the suite named: a module may hold others (dmabuf_kunit holds
+	# dma-buf's own fence and reservation suites, which are not ours to
+	# judge here: in v7.3 the unwrap merge order test leaks its fences,
+	# which kmemleak reports). KUnit filters a module's suites as it
+	# loads, by this parameter.
+	glob=/sys/module/kunit/parameters/filter_glob
+	if [ -w "$glob" ]; then
+		printf %s "$suite" > "$glob"	# no newline: it would be part of the glob
+	else
+		echo "kunit: not ok - $suite: no $glob to run only this suite"
 		continue
 	fi
 	if ! modprobe "$mod"; then
@@ -48,3 +63,6 @@ for spec in "$@"; do
 		echo "kunit: not ok - $suite: rmmod $mod: ${out:-module still loaded} (refcnt $refs)"
 	fi
 done
+[ -w /sys/module/kunit/parameters/filter_glob ] &&
+	printf %s "*" > /sys/module/kunit/parameters/filter_glob
+exit 0
