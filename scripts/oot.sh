@@ -116,7 +116,7 @@ outside=$(git -C "$tree" diff --name-only v7.3-base -- . \
 	':!Documentation/' ':!tools/' ':!MAINTAINERS' ':!**/Kconfig' \
 	':!**/Makefile' ':!**/.kunitconfig' 2>/dev/null || true)
 for f in $outside; do
-	echo "oot: warning: $f is changed by the series but built into the kernel: only the in-tree kernel has it" >&2
+	echo "oot: note: $f is changed by the series but built into the kernel: only the in-tree kernel has it" >&2
 done
 
 # Trace headers name themselves by a path relative to include/trace/
