@@ -19,34 +19,40 @@ import re
 import sys
 
 
-def parse_list(path):
+def harness_cases(lines):
     """Case names from the kselftest harness's -l table (fixed columns
-    "%-20s %-25s %s": fixture, variant, test, zipped per fixture)."""
+    "%-20s %-25s %s": fixture, variant, test, zipped per fixture).
+    scripts/manifest.py uses it too."""
     fixtures = []
-    with open(path, errors="replace") as f:
-        for line in f:
-            line = line.rstrip("\n")
-            if not line or line.startswith("# FIXTURE"):
-                continue
-            if set(line) == {"-"}:
-                continue
-            if len(line) > 46 and (line[20] != " " or line[46] != " "):
-                raise ValueError(f"cannot parse -l line: {line!r}")
-            fix, var, test = line[:20].strip(), line[21:46].strip(), line[47:].strip()
-            if fix:
-                fixtures.append([fix, [], []])
-            if not fixtures:
-                raise ValueError(f"-l line before a fixture: {line!r}")
-            if var:
-                fixtures[-1][1].append(var)
-            if test:
-                fixtures[-1][2].append(test)
+    for line in lines:
+        line = line.rstrip("\n")
+        if not line.strip() or line.startswith("# FIXTURE"):
+            continue
+        if set(line) == {"-"}:
+            continue
+        if len(line) > 46 and (line[20] != " " or line[46] != " "):
+            raise ValueError(f"cannot parse -l line: {line!r}")
+        fix, var, test = line[:20].strip(), line[21:46].strip(), line[47:].strip()
+        if fix:
+            fixtures.append([fix, [], []])
+        if not fixtures:
+            raise ValueError(f"-l line before a fixture: {line!r}")
+        if var:
+            fixtures[-1][1].append(var)
+        if test:
+            fixtures[-1][2].append(test)
     cases = []
     for fix, variants, tests in fixtures:
         for v in variants or [None]:
             for t in tests:
                 cases.append(f"{fix}.{v}.{t}" if v else f"{fix}.{t}")
     return cases
+
+
+def parse_list(path):
+    """Case names from a file holding the -l table."""
+    with open(path, errors="replace") as f:
+        return harness_cases(f)
 
 
 def parse_skips(path, krel):

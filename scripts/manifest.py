@@ -33,6 +33,21 @@ import os
 import re
 import subprocess
 import sys
+import importlib.util
+
+
+def _dkms_tap():
+    """scripts/dkms-tap.py, whose harness_cases() parses a kselftest_harness
+    program's -l table; one parser for both checks."""
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                        "dkms-tap.py")
+    spec = importlib.util.spec_from_file_location("dkms_tap", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+harness_cases = _dkms_tap().harness_cases
 
 TOP = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MANIFEST = os.path.join(TOP, "scripts", "test-manifest.txt")
@@ -247,30 +262,7 @@ def list_cases(binary):
     (columns "%-20s %-25s %s": fixture, variant, test)."""
     r = subprocess.run([binary, "-l"], capture_output=True, text=True,
                        timeout=60)
-    text = r.stdout + r.stderr
-    fixtures = []
-    for line in text.splitlines():
-        if not line.strip() or line.startswith("# FIXTURE"):
-            continue
-        if set(line) == {"-"}:
-            continue
-        if len(line) > 46 and (line[20] != " " or line[46] != " "):
-            raise ValueError(f"cannot parse -l line: {line!r}")
-        fix, var, test = line[:20].strip(), line[21:46].strip(), line[47:].strip()
-        if fix:
-            fixtures.append([fix, [], []])
-        if not fixtures:
-            raise ValueError(f"-l line before a fixture: {line!r}")
-        if var:
-            fixtures[-1][1].append(var)
-        if test:
-            fixtures[-1][2].append(test)
-    cases = []
-    for fix, variants, tests in fixtures:
-        for v in variants or [None]:
-            for t in tests:
-                cases.append(f"{fix}.{v}.{t}" if v else f"{fix}.{t}")
-    return cases
+    return harness_cases((r.stdout + r.stderr).splitlines())
 
 
 def build(kdir, programs, order, select=None):
