@@ -144,6 +144,8 @@ run_step() {
 			"$top/build/test-mail/series"
 		;;
 	oot)
+		# The base: no file of the series excluded or patched by Debian.
+		tapstep base-check "scripts/base-check.sh" "$top/scripts/base-check.sh"
 		log "build: out-of-tree modules against Debian's 7.3 headers"
 		single build-oot "build: out-of-tree modules" "$top/scripts/oot.sh"
 		;;
