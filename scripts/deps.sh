@@ -22,10 +22,11 @@ demo=(git python3 make gcc g++ flex bison bc libelf-dev libssl-dev kmod cpio
       iproute2 iputils-ping)
 # make test also: the in-tree kernels (ccache, pahole), sparse, docs,
 # iproute2's rdma tool, the benchmarks (perftest, perf, gnuplot), the
-# kselftests (librdmacm).
+# kselftests (librdmacm), rdma-core 65.0 with pyverbs for its own tests
+# (cython3, python3-dev).
 test=(qemu-utils ccache dwarves sparse librdmacm-dev rsync python3-ply
       libmnl-dev python3-sphinx python3-sphinx-rtd-theme gnuplot-nox
-      linux-perf perftest b4)
+      linux-perf perftest b4 cython3 python3-dev)
 pkgs=("${demo[@]}" "${test[@]}")
 check='' fix='make deps'
 for a in "$@"; do

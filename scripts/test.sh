@@ -111,6 +111,8 @@ guest() {
 		python3 "$top/scripts/ktap-flatten.py" "$log" | grep -aE '^(not )?ok'
 		# scripts/vm/rdma-tool-check.sh: "rdmatool: ok N - CHECK"
 		sed -n 's/^rdmatool: \(not ok\|ok\) [0-9]* - /\1 - rdmatool: /p' "$log"
+		# scripts/vm/rdma-core-tests.sh: "rdmacore: ok N - TEST"
+		sed -n 's/^rdmacore: \(not ok\|ok\) [0-9]* - /\1 - rdmacore: /p' "$log"
 	} 2>/dev/null | tr -d '\r' > "$res/$name.results"
 	python3 "$top/scripts/manifest.py" check "$kind" "$res/$name.results" \
 		--select "$KSELFTEST_RUN" --kunit "$kunit" > "$res/$name.tap"
@@ -142,10 +144,10 @@ run_step() {
 			env MAIL_TEST_IDENTITY='Mail Test <mail-test@example.org>' \
 			MAIL_NEGATIVE=1 "$top/scripts/series-check.sh" \
 			"$top/build/test-mail/series"
-		;;
-	oot)
 		# The base: no file of the series excluded or patched by Debian.
 		tapstep base-check "scripts/base-check.sh" "$top/scripts/base-check.sh"
+		;;
+	oot)
 		log "build: out-of-tree modules against Debian's 7.3 headers"
 		single build-oot "build: out-of-tree modules" "$top/scripts/oot.sh"
 		;;
@@ -186,6 +188,11 @@ run_step() {
 		single build-rdma-core "build: rdma-core rxe provider + libibverbs (rdma-core/patches)" \
 			"$top/scripts/rdma-core.sh" ||
 			echo "# rdma-core: build failed (log: $res/build-rdma-core.log); the guests fall back to the distro's rxe provider"
+		# rdma-core 65.0 + its pull request, in place with pyverbs: the
+		# guests run its tests/test_mr.py dma-buf tests from it.
+		log "build: rdma-core 65.0 + rdma-core/upstream-pr, in place, with pyverbs"
+		single build-rdma-core-pr "build: rdma-core 65.0 + upstream-pr with pyverbs (in place)" \
+			"$top/scripts/rdma-core-pr.sh"
 		;;
 	iproute2)
 		# Like rdma-core: the guests use it when built, the distro's

@@ -4,9 +4,10 @@
 # (KSELFTEST_RUN, "collection" or "collection:test" ...) from KSELFTEST_DIR,
 # then those of KSELFTEST_AGAIN ("collection:test:VAR=VALUE" ...) once more
 # with VAR=VALUE in their environment, reported as "test[VAR=VALUE]" (when
-# KSELFTEST_RUN selects them), then rdma-tool-check.sh.
+# KSELFTEST_RUN selects them), then rdma-tool-check.sh and
+# rdma-core-tests.sh (rdma-core's own dma-buf MR tests).
 # Exits non-zero if a module is missing, the kselftest runner fails or a
-# check of rdma-tool-check.sh fails.
+# check of rdma-tool-check.sh or a test of rdma-core-tests.sh fails.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 rc=0
@@ -41,4 +42,7 @@ done
 # The patched rdma tool on a dma-buf MR, through revoke and dereg: TAP
 # lines prefixed "rdmatool: " (scripts/test.sh counts them).
 "$here/rdma-tool-check.sh" || rc=1
+# rdma-core 65.0 + its pull request, in place: tests/test_mr.py's dma-buf
+# tests, TAP lines prefixed "rdmacore: ".
+"$here/rdma-core-tests.sh" || rc=1
 exit $rc
