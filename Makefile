@@ -12,6 +12,7 @@ KSELFTEST_TARGETS ?= rdma drivers/dma-buf
 export KSELFTEST_TARGETS
 
 .PHONY: help deps fetch tree export series modules kernel kernel-debug \
+	rdma-core-pr base-check \
 	kselftest docs rdma-core iproute2 userspace demo vm test check \
 	bisect-check stress qemu-plugin qemu-plugin-check bench bench-profile \
 	two-host dkms dkms-check clean test-base
@@ -80,6 +81,11 @@ docs: tree
 rdma-core:
 	scripts/rdma-core.sh
 
+## rdma-core-pr  rdma-core 65.0 + rdma-core/upstream-pr, in place with
+##               pyverbs: the guests run its tests/test_mr.py dma-buf tests
+rdma-core-pr:
+	scripts/rdma-core-pr.sh
+
 ## iproute2      iproute2's rdma tool with iproute2/patches (`rdma resource
 ##               show mr` shows dma-buf MRs and revoke; the guests use it)
 iproute2:
@@ -131,10 +137,16 @@ test-base:
 check: tree
 	scripts/test.sh series
 
-## bisect-check  build every commit of the series alone (oot modules with
+## bisect-check  build every commit of the series alone, then every mail
+##               series on the base + its dependencies (oot modules with
 ##               the hardware drivers, selftests); not part of `make test`
 bisect-check: tree
 	scripts/bisect-check.sh
+
+## base-check    no file of the series is excluded or patched by Debian in
+##               the base (also in `make test`'s series step)
+base-check: tree
+	scripts/base-check.sh
 
 ## dkms          build/dkms/src: dmabuf_mock as a DKMS package (tree and
 ##               tarball), generated from drivers/dma-buf/dmabuf_mock.[ch]
