@@ -13,6 +13,7 @@
 # again. Prints TAP, one line per commit and per series.
 #
 # usage: scripts/bisect-check.sh [all|commits|series]   (default all)
+#   BISECT_SERIES="name ..."  only these mail series
 set -eu
 what=${1:-all}
 case $what in all|commits|series) ;; *) echo "usage: $0 [all|commits|series]" >&2; exit 2 ;; esac
@@ -27,14 +28,17 @@ mapfile -t commits < <(git -C "$tree" rev-list --reverse v7.3-base..HEAD)
 series=()
 if [ "$what" != commits ]; then
 	mapfile -t series < <(python3 "$top/scripts/mail.py" list | python3 -c '
-import json, subprocess, sys
+import json, os, subprocess, sys
 tree = sys.argv[1]
 stack = subprocess.run(["git", "-C", tree, "rev-list", "--reverse",
                         "v7.3-base..HEAD"], capture_output=True, text=True,
                        check=True).stdout.split()
 defs = json.load(sys.stdin)
 by = {d["name"]: d for d in defs}
+only = os.environ.get("BISECT_SERIES", "").split()
 for d in defs:
+    if only and d["name"] not in only:
+        continue
     want = set(d["commits"])
     for n in d["closure"]:
         want |= set(by[n]["commits"])
