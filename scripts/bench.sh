@@ -52,7 +52,7 @@ pick() { sed -n "s/^@@$1@@ //p" "$log" > "$2"; }
 # The revoker's wait for the copy in flight, which wall time under TCG
 # cannot isolate: a function_graph trace of rxe's revoke callback.
 ftrace_b() {
-	VM_PLUGIN_OUT='' VM_CPUS=2 VM_TCG_THREAD=multi guest BENCH_PROFILE=b \
+	VM_PLUGIN_OUT='' VM_CPUS=2 VM_TCG_THREAD=multi VM_BOOT_RETRY=1 guest BENCH_PROFILE=b \
 		BENCH_FTRACE=rxe_dmabuf_mr_revoke BENCH_PIN=1 \
 		BENCH_PAIRS="${1:-15}" BENCH_ARGS="'--only 1'"
 	pick ftrace.txt "$out/ftrace-raw-b.txt"
@@ -62,7 +62,7 @@ ftrace_b() {
 
 if [ -n "$profile" ]; then
 	if [ "${BENCH_PIN:-0}" = 1 ]; then
-		export VM_CPUS=2 VM_TCG_THREAD=multi
+		export VM_CPUS=2 VM_TCG_THREAD=multi VM_BOOT_RETRY=1
 	fi
 	if [ -n "${BENCH_FTRACE:-}" ]; then
 		guest BENCH_PROFILE="$profile" BENCH_PAIRS="${BENCH_PAIRS:-5}" \
@@ -99,7 +99,7 @@ pick guest.txt "$out/guest.txt"
 [ "$rc" = 0 ] || { echo "bench: the guest run failed (exit $rc)" >&2; exit "$rc"; }
 smp=- ftrace=-
 if [[ ${BENCH_SECTIONS:-abcde} == *b* ]]; then
-	VM_PLUGIN_OUT='' VM_CPUS=2 VM_TCG_THREAD=multi guest BENCH_PAIRS="$pairs" \
+	VM_PLUGIN_OUT='' VM_CPUS=2 VM_TCG_THREAD=multi VM_BOOT_RETRY=1 guest BENCH_PAIRS="$pairs" \
 		BENCH_SECTIONS=b BENCH_PIN=1 ||
 		{ echo "bench: the 2-vCPU guest run failed" >&2; exit 1; }
 	pick raw.csv "$out/raw-smp.csv"

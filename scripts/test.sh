@@ -135,6 +135,9 @@ run_step() {
 		tapstep manifest-tests "scripts/test-results.py" python3 "$top/scripts/test-results.py"
 		tapstep manifest-readme "scripts/manifest.py readme" \
 			python3 "$top/scripts/manifest.py" readme "$top/README.md"
+		# scripts/vm.sh's retry of a guest that died in boot-time code
+		# patching under MTTCG (no guest boots: a stand-in for QEMU).
+		tapstep vm-retry "scripts/test-vm-retry.sh" "$top/scripts/test-vm-retry.sh"
 		;;
 	series)
 		log "host: series round trip; the mail series (b4), read back"

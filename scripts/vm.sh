@@ -36,11 +36,17 @@
 #   its own host thread (MTTCG), so that work pinned to one vCPU does not
 #   share a host CPU with another's; not with VM_PLUGIN_OUT (its counter
 #   is not atomic).
+#   VM_BOOT_RETRY=1: with VM_TCG_THREAD=multi, boot once more when the
+#   guest died in boot-time code patching ("Oops: int3" on the console)
+#   before its init wrote anything: a known MTTCG failure (pipeline.md),
+#   not one of the guest's command. The failed console log is kept as
+#   build/vm/NAME.boot-crash.log.
 # The command runs as root in the guest, in build/vm/NAME, with the host's
 # programs; its output goes to stdout and build/vm/NAME/out.log (and, each
 # line with the seconds since QEMU started, out.times), the kernel log to
 # build/vm/NAME/console.log; QEMU's pid is in build/vm/NAME/qemu.pid.
 set -eu
+vm_args=("$@")
 
 top=$(cd "$(dirname "$0")/.." && pwd)
 build=$top/build
@@ -267,6 +273,14 @@ if grep -aEq -f "$top/scripts/vm/splat-patterns" "$run/console.log"; then
 fi
 if grep -aq '^REVOKE-VM-SPLAT' "$run/out.log"; then
 	fail="${fail:+$fail; }the guest found a kernel splat in its dmesg"
+fi
+if [ -n "$fail" ] && [ "${VM_BOOT_RETRY:-0}" = 1 ] &&
+   [ "${VM_TCG_THREAD:-single}" = multi ] && [ ! -s "$run/out.log" ] &&
+   grep -aq 'Oops: int3' "$run/console.log"; then
+	cp "$run/console.log" "$run.boot-crash.log"
+	echo "vm: the guest died in boot-time code patching under MTTCG before its init ran ($run.boot-crash.log); booting it once more" >&2
+	# This process holds the VM lock (fd 9), and exec keeps it.
+	VM_BOOT_RETRY=0 VM_LOCK_HELD=1 exec "$0" "${vm_args[@]}"
 fi
 if [ -n "$fail" ]; then
 	echo "vm: FAILED: $fail ($secs s); guest kernel log (last 150 lines):" >&2
