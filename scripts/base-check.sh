@@ -20,12 +20,11 @@
 # no GitHub; the mirror lacks linux_7.3.4.orig.tar.xz), so the series is
 # not applied to it here. Prints TAP.
 #
-# Each check is also run on a deliberately bad input (a file under an
+# Each check is also run on a deliberately bad input (an
 # excluded path, a file a Debian patch touches, a word of one of Debian's
 # items) and must fail there: the negative controls.
 #
 # usage: scripts/base-check.sh
-#   words the changelog check looks for.
 set -eu
 
 top=$(cd "$(dirname "$0")/.." && pwd)

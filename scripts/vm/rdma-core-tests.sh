@@ -4,7 +4,7 @@
 # IBV_EVENT_MR_REVOKED RFC, DmaBufMRRevokeTest) from the in-place build of
 # rdma-core 65.0 + rdma-core/upstream-pr (scripts/rdma-core-pr.sh), on an
 # rxe device over a veth pair. There is no GPU here: pyverbs' DmaBuf takes
-# its buffers from udmabuf (upstream-pr 0003).
+# its buffers from udmabuf (upstream-pr 0004).
 #
 # Prints one TAP line per test prefixed "rdmacore: " (scripts/test.sh
 # collects them); a test unittest skipped is "ok ... # SKIP reason", so the
