@@ -29,6 +29,7 @@
 #include <linux/file.h>
 #include <linux/highmem.h>
 #include <linux/iosys-map.h>
+#include <kunit/static_stub.h>
 #include <kunit/visibility.h>
 #include <linux/miscdevice.h>
 #include <linux/mm.h>
@@ -55,6 +56,8 @@ struct dmabuf_mock {
 	atomic_t vmaps;
 	atomic_t mmaps;
 	atomic_t revokes;
+	/* Revokes that found the reservation lock taken and waited for it */
+	atomic_t revoke_lock_waits;
 	atomic_t invalidates;
 	atomic64_t cpu_begins;
 	atomic64_t cpu_ends;
@@ -63,6 +66,8 @@ struct dmabuf_mock {
 	/* DMABUF_MOCK_PIN_FENCE: the fence the pin_work signals, if pending */
 	spinlock_t fence_lock;
 	struct dma_fence *pin_fence;
+	/* KUnit: the pin_work waits for dmabuf_mock_hold_pin_fence(false) */
+	bool pin_fence_held;
 	u64 fence_context;
 	u64 fence_seqno;
 	struct delayed_work pin_work;
@@ -226,11 +231,66 @@ static int dmabuf_mock_add_pin_fence(struct dmabuf_mock *mock)
 	dma_resv_add_fence(resv, &fence->base, DMA_RESV_USAGE_KERNEL);
 	spin_lock(&mock->fence_lock);
 	mock->pin_fence = &fence->base;
+	if (!mock->pin_fence_held)
+		schedule_delayed_work(&mock->pin_work,
+				      msecs_to_jiffies(DMABUF_MOCK_PIN_FENCE_MS));
 	spin_unlock(&mock->fence_lock);
-	schedule_delayed_work(&mock->pin_work,
-			      msecs_to_jiffies(DMABUF_MOCK_PIN_FENCE_MS));
 	return 0;
 }
+
+/**
+ * dmabuf_mock_hold_pin_fence - keep the pin fence pending until released
+ * @dmabuf: a buffer from dmabuf_mock_create() with DMABUF_MOCK_PIN_FENCE
+ * @hold: true: a pin fence added from now on stays unsignalled; false: the
+ *	pending one, if any, is signalled now (after the "migration")
+ *
+ * For KUnit, which must see the fence pending however slowly it runs. A
+ * fence still held when the buffer is released is signalled then.
+ */
+VISIBLE_IF_KUNIT void dmabuf_mock_hold_pin_fence(struct dma_buf *dmabuf,
+						 bool hold)
+{
+	struct dmabuf_mock *mock = dmabuf->priv;
+
+	spin_lock(&mock->fence_lock);
+	mock->pin_fence_held = hold;
+	if (!hold && mock->pin_fence)
+		mod_delayed_work(system_percpu_wq, &mock->pin_work, 0);
+	spin_unlock(&mock->fence_lock);
+}
+EXPORT_SYMBOL_IF_KUNIT(dmabuf_mock_hold_pin_fence);
+
+/**
+ * dmabuf_mock_pause - a point where KUnit can stop the mock
+ * @dmabuf: the buffer
+ * @point: where the mock is
+ *
+ * Does nothing, unless a KUnit test replaced it with a static stub: the
+ * stub then runs in the mock's place, in the test's own thread, and can
+ * start and wait for whatever must happen just there.
+ */
+VISIBLE_IF_KUNIT void dmabuf_mock_pause(struct dma_buf *dmabuf,
+					enum dmabuf_mock_point point)
+{
+	KUNIT_STATIC_STUB_REDIRECT(dmabuf_mock_pause, dmabuf, point);
+}
+EXPORT_SYMBOL_IF_KUNIT(dmabuf_mock_pause);
+
+/**
+ * dmabuf_mock_revoke_lock_waits - how many revokes waited for the lock
+ * @dmabuf: the buffer
+ *
+ * Return: how many revokes of @dmabuf found its reservation lock held by
+ * someone else and waited for it, so that KUnit can tell that a revoke it
+ * started is blocked there.
+ */
+VISIBLE_IF_KUNIT unsigned int dmabuf_mock_revoke_lock_waits(struct dma_buf *dmabuf)
+{
+	struct dmabuf_mock *mock = dmabuf->priv;
+
+	return atomic_read(&mock->revoke_lock_waits);
+}
+EXPORT_SYMBOL_IF_KUNIT(dmabuf_mock_revoke_lock_waits);
 
 static int dmabuf_mock_pin(struct dma_buf_attachment *attach)
 {
@@ -257,6 +317,7 @@ static void dmabuf_mock_unpin(struct dma_buf_attachment *attach)
 	struct dmabuf_mock *mock = attach->dmabuf->priv;
 
 	dma_resv_assert_held(attach->dmabuf->resv);
+	dmabuf_mock_pause(attach->dmabuf, DMABUF_MOCK_AT_UNPIN);
 	atomic_dec(&mock->pins);
 }
 
@@ -597,7 +658,10 @@ VISIBLE_IF_KUNIT u64 dmabuf_mock_revoke_mark(struct dma_buf *dmabuf)
 	struct dma_buf_attachment *attach;
 	u64 gen;
 
-	dma_resv_lock(dmabuf->resv, NULL);
+	if (!dma_resv_trylock(dmabuf->resv)) {
+		atomic_inc(&mock->revoke_lock_waits);
+		dma_resv_lock(dmabuf->resv, NULL);
+	}
 	mock->revoked = true;
 	gen = ++mock->gen;
 	list_for_each_entry(attach, &dmabuf->attachments, node)
@@ -606,6 +670,7 @@ VISIBLE_IF_KUNIT u64 dmabuf_mock_revoke_mark(struct dma_buf *dmabuf)
 	dma_buf_invalidate_mappings(dmabuf);
 	dma_resv_wait_timeout(dmabuf->resv, DMA_RESV_USAGE_BOOKKEEP, false,
 			      MAX_SCHEDULE_TIMEOUT);
+	dmabuf_mock_pause(dmabuf, DMABUF_MOCK_AT_REVOKE_LOCKED);
 	dma_resv_unlock(dmabuf->resv);
 	atomic_inc(&mock->revokes);
 

@@ -22,6 +22,11 @@ if [ ! -c /dev/dmabuf_mock ]; then
 	echo "guest: /dev/dmabuf_mock is missing before the kselftests"
 	rc=1
 fi
+# The stress test's random choices: one fixed seed in make test, so that
+# every run tests the same thing (dmabuf_mr_stress prints it; make stress,
+# scripts/stress.sh, leaves it to the clock).
+export DMABUF_MR_STRESS_SEED=${DMABUF_MR_STRESS_SEED:-20261202}
+echo "guest: DMABUF_MR_STRESS_SEED=$DMABUF_MR_STRESS_SEED"
 args=()
 for t in $KSELFTEST_RUN; do
 	case $t in *:*) args+=(-t "$t") ;; *) args+=(-c "$t") ;; esac

@@ -11,6 +11,8 @@
  */
 
 #include <kunit/device.h>
+#include <kunit/static_stub.h>
+#include <kunit/test-bug.h>
 #include <kunit/test.h>
 #include <linux/delay.h>
 #include <linux/dma-buf.h>
@@ -30,11 +32,13 @@
 #include "../../dma-buf/dmabuf_mock.h"
 #include "uverbs.h"
 
-#define UMEM_KUNIT_RACES 64
+struct race_point;
 
 struct umem_kunit {
 	struct ib_device *ibdev;
 	struct device *dma_dev;
+	/* test_revoke_release_orders: what its pause points share */
+	struct race_point *rp;
 	struct dmabuf_mock_stats before;
 	long exporters_before;
 };
@@ -232,7 +236,6 @@ struct revoke_work {
 	struct dma_buf *dmabuf;
 	struct completion started;
 	struct completion done;
-	unsigned int delay_us;
 	int ret;
 };
 
@@ -241,19 +244,16 @@ static void revoke_work_fn(struct work_struct *work)
 	struct revoke_work *rw = container_of(work, struct revoke_work, work);
 
 	complete(&rw->started);
-	fsleep(rw->delay_us);
 	rw->ret = mock_revoke(rw->dmabuf);
 	complete(&rw->done);
 }
 
-static void revoke_work_start(struct revoke_work *rw, struct dma_buf *dmabuf,
-			      unsigned int delay_us)
+static void revoke_work_start(struct revoke_work *rw, struct dma_buf *dmabuf)
 {
 	INIT_WORK_ONSTACK(&rw->work, revoke_work_fn);
 	init_completion(&rw->started);
 	init_completion(&rw->done);
 	rw->dmabuf = dmabuf;
-	rw->delay_us = delay_us;
 	rw->ret = -EINPROGRESS;
 	queue_work(system_dfl_wq, &rw->work);
 	wait_for_completion(&rw->started);
@@ -265,42 +265,169 @@ static void revoke_work_finish(struct revoke_work *rw)
 	destroy_work_on_stack(&rw->work);
 }
 
-static void test_revoke_races_release(struct kunit *test)
+/*
+ * Wait until a revoke of @dmabuf started after @before waits for the
+ * reservation lock: it is then certainly behind whoever holds it.
+ */
+static bool revoke_waits_for_lock(struct dma_buf *dmabuf, unsigned int before)
 {
+	unsigned long end = jiffies + 10 * HZ;
+
+	while (dmabuf_mock_revoke_lock_waits(dmabuf) == before) {
+		if (time_after(jiffies, end))
+			return false;
+		usleep_range(100, 200);
+	}
+	return true;
+}
+
+/* A release of the umem, in a work item: it may wait for the lock. */
+struct release_work {
+	struct work_struct work;
 	struct ib_umem_dmabuf *umem;
-	struct revoke_work rw;
+	struct task_struct *task;
+	struct completion started;
+};
+
+static void release_work_fn(struct work_struct *work)
+{
+	struct release_work *rw = container_of(work, struct release_work, work);
+
+	rw->task = current;
+	complete(&rw->started);
+	ib_umem_release(&rw->umem->umem);
+}
+
+/*
+ * Wait until @task sleeps. Used on a release that can only sleep waiting
+ * for the reservation lock: nothing before it in ib_umem_release() sleeps.
+ */
+static bool task_sleeps(struct task_struct *task)
+{
+	unsigned long end = jiffies + 10 * HZ;
+
+	while (task_is_running(task)) {
+		if (time_after(jiffies, end))
+			return false;
+		usleep_range(100, 200);
+	}
+	return true;
+}
+
+/* Where the stubs below stop, and what they saw there. */
+struct race_point {
+	struct fake_mr *mr;
+	union {
+		struct revoke_work revoke;	/* release first */
+		struct release_work release;	/* revoke first */
+	};
+	int revokes_there;
+	bool reached;
+};
+
+static struct race_point *race_point(struct kunit *test)
+{
+	struct race_point *rp = kunit_kzalloc(test, sizeof(*rp), GFP_KERNEL);
+
+	KUNIT_ASSERT_NOT_NULL(test, rp);
+	((struct umem_kunit *)test->priv)->rp = rp;
+	return rp;
+}
+
+/*
+ * Release first: ib_umem_release() has run the callback and is in the
+ * exporter's unpin, holding the reservation lock. A revoke starts and is
+ * let go only once it waits for that lock.
+ */
+static void pause_release_first(struct dma_buf *dmabuf,
+				enum dmabuf_mock_point point)
+{
+	struct umem_kunit *ctx = kunit_get_current_test()->priv;
+	struct race_point *rp = ctx->rp;
+	unsigned int before = dmabuf_mock_revoke_lock_waits(dmabuf);
+
+	if (point != DMABUF_MOCK_AT_UNPIN || rp->reached)
+		return;
+	rp->revokes_there = atomic_read(&rp->mr->revokes);
+	revoke_work_start(&rp->revoke, dmabuf);
+	rp->reached = revoke_waits_for_lock(dmabuf, before);
+}
+
+/*
+ * Revoke first: the exporter's revoke has run the callback and still holds
+ * the reservation lock. A release starts, and the revoke goes on only once
+ * the release waits for the lock.
+ */
+static void pause_revoke_first(struct dma_buf *dmabuf,
+			       enum dmabuf_mock_point point)
+{
+	struct umem_kunit *ctx = kunit_get_current_test()->priv;
+	struct race_point *rp = ctx->rp;
+
+	if (point != DMABUF_MOCK_AT_REVOKE_LOCKED || rp->reached)
+		return;
+	rp->revokes_there = atomic_read(&rp->mr->revokes);
+	queue_work(system_dfl_wq, &rp->release.work);
+	wait_for_completion(&rp->release.started);
+	rp->reached = task_sleeps(rp->release.task);
+}
+
+/*
+ * A revoke and a release of the same umem, in each order the reservation
+ * lock allows, each forced with a pause point in the exporter: whoever
+ * takes the lock first runs the callback, the other finds it done, and the
+ * callback runs once, with the lock held. Nothing stays attached, pinned or
+ * mapped, and the revoke returns 0 (the importer let go).
+ */
+static void test_revoke_release_orders(struct kunit *test)
+{
+	bool revoke_first = *(const bool *)test->param_value;
+	struct ib_umem_dmabuf *umem;
 	struct dma_buf *dmabuf;
-	unsigned int delay, by_exporter = 0;
-	struct fake_mr mr;
-	int fd, i;
+	struct race_point *rp;
+	struct fake_mr mr = {};
+	int fd, ret = 0;
 
 	fd = mock_fd(test, 8 * PAGE_SIZE, 0, &dmabuf);
-	for (i = 0; i < UMEM_KUNIT_RACES; i++) {
-		memset(&mr, 0, sizeof(mr));
-		umem = import_mr(test, fd, 8 * PAGE_SIZE, &mr);
-		/* Vary who gets the lock first: delay one side or the other. */
-		delay = (i / 2) % 8 * 250;
-		revoke_work_start(&rw, dmabuf, i & 1 ? delay : 0);
-		fsleep(i & 1 ? 0 : delay);
+	umem = import_mr(test, fd, 8 * PAGE_SIZE, &mr);
+	rp = race_point(test);
+	rp->mr = &mr;
+	if (revoke_first) {
+		INIT_WORK_ONSTACK(&rp->release.work, release_work_fn);
+		init_completion(&rp->release.started);
+		rp->release.umem = umem;
+		kunit_activate_static_stub(test, dmabuf_mock_pause,
+					   pause_revoke_first);
+		ret = mock_revoke(dmabuf);
+		flush_work(&rp->release.work);
+		destroy_work_on_stack(&rp->release.work);
+	} else {
+		kunit_activate_static_stub(test, dmabuf_mock_pause,
+					   pause_release_first);
 		ib_umem_release(&umem->umem);
-		revoke_work_finish(&rw);
-
-		KUNIT_EXPECT_EQ_MSG(test, rw.ret, 0, "round %d", i);
-		KUNIT_EXPECT_EQ_MSG(test, atomic_read(&mr.revokes), 1,
-				    "round %d", i);
-		KUNIT_EXPECT_EQ_MSG(test, atomic_read(&mr.unlocked_revokes), 0,
-				    "round %d", i);
-		expect_mock(test, dmabuf, 0, 0, 0);
-		if (mr.revoker != current)
-			by_exporter++;
-		KUNIT_ASSERT_EQ(test, dmabuf_mock_restore(dmabuf), 0);
+		revoke_work_finish(&rp->revoke);
+		ret = rp->revoke.ret;
 	}
-	kunit_info(test, "the exporter ran the callback in %u of %d rounds\n",
-		   by_exporter, UMEM_KUNIT_RACES);
-	/* Both orders were reached, or the race was not tested. */
-	KUNIT_EXPECT_GT(test, by_exporter, 0);
-	KUNIT_EXPECT_LT(test, by_exporter, UMEM_KUNIT_RACES);
+	kunit_deactivate_static_stub(test, dmabuf_mock_pause);
+
+	KUNIT_EXPECT_TRUE_MSG(test, rp->reached, "%s never waited for the lock",
+			      revoke_first ? "the release" : "the revoke");
+	/* The first one ran the callback before the second could start. */
+	KUNIT_EXPECT_EQ(test, rp->revokes_there, 1);
+	KUNIT_EXPECT_EQ(test, ret, 0);
+	expect_revoked_once(test, &mr);
+	expect_mock(test, dmabuf, 0, 0, 0);
 }
+
+static const bool revoke_first_params[] = { false, true };
+
+static void revoke_first_desc(const bool *p, char *desc)
+{
+	strscpy(desc, *p ? "revoke first" : "release first",
+		KUNIT_PARAM_DESC_SIZE);
+}
+
+KUNIT_ARRAY_PARAM(revoke_first, revoke_first_params, revoke_first_desc);
 
 /*
  * The umem comes back locked so that the driver can install its callback
@@ -314,6 +441,7 @@ static void test_revoke_waits_for_unlock(struct kunit *test)
 	struct revoke_work rw;
 	struct fake_mr mr = {};
 	struct dma_buf *dmabuf;
+	unsigned int before;
 	int fd;
 
 	fd = mock_fd(test, 2 * PAGE_SIZE, 0, &dmabuf);
@@ -322,8 +450,10 @@ static void test_revoke_waits_for_unlock(struct kunit *test)
 							    fd, 0);
 	KUNIT_ASSERT_FALSE(test, IS_ERR(umem));
 
-	revoke_work_start(&rw, dmabuf, 0);
-	msleep(100);
+	before = dmabuf_mock_revoke_lock_waits(dmabuf);
+	revoke_work_start(&rw, dmabuf);
+	KUNIT_ASSERT_TRUE_MSG(test, revoke_waits_for_lock(dmabuf, before),
+			      "the revoke never waited for the lock");
 	KUNIT_EXPECT_FALSE(test, completion_done(&rw.done));
 	KUNIT_EXPECT_FALSE(test, umem->revoked);
 	mr.resv = dmabuf->resv;
@@ -1085,7 +1215,7 @@ static int umem_kunit_init(struct kunit *test)
 static struct kunit_case umem_dmabuf_cases[] = {
 	KUNIT_CASE(test_pinned_revocable_lock),
 	KUNIT_CASE(test_revoke_then_release),
-	KUNIT_CASE_SLOW(test_revoke_races_release),
+	KUNIT_CASE_PARAM(test_revoke_release_orders, revoke_first_gen_params),
 	KUNIT_CASE(test_revoke_waits_for_unlock),
 	KUNIT_CASE(test_revoke_without_callback),
 	KUNIT_CASE(test_no_pin),

@@ -522,10 +522,27 @@ TEST_F_TIMEOUT(fail_nth, revoke, 600)
 }
 
 /*
- * No sweep of MR_DESTROY: the uverbs destroy, rxe's dereg, the umem's
- * release and the dma-buf's detach allocate nothing in the calling
- * thread, so a fail-nth sweep of it reaches no injection point.
+ * MR_DESTROY, armed to fail the first injection point it reaches: the
+ * uverbs destroy, rxe's dereg, the umem's release and the dma-buf's detach
+ * allocate nothing in the calling thread, so it reaches none, and a sweep
+ * of it would test nothing. The dereg works, and nothing is left.
  */
+TEST_F(fail_nth, dereg)
+{
+	struct loop *l = &self->l;
+	int ret, err, hit;
+
+	test_cmd_reg();
+	check_mr_works(_metadata, l);
+	ASSERT_EQ(0, fail_nth_arm(l->nth, 1));
+	ret = _test_dereg_dmabuf_mr(&l->m);
+	err = errno;
+	hit = fail_nth_disarm(l->nth);
+	ASSERT_EQ(0, ret) TH_LOG("dereg: %s", strerror(err));
+	EXPECT_EQ(0, hit) TH_LOG("MR_DESTROY reached an injection point");
+	test_mock_counts(0U, 0U, 0U);
+	test_mr_count(0);
+}
 
 /* /sys/module/dmabuf_mock/refcnt, or -1 when there is none. */
 static int mock_refcnt(void)
@@ -947,19 +964,30 @@ TEST_F(close_order, mr)
 	}
 }
 
+/* WRITEs the child of process_exit completes before it is killed */
+#define EXIT_AFTER_WRITES 16
+
 /*
  * A process that exits with a dma-buf MR, QPs under traffic and rings
  * still mapped: the exit releases the MR, and the exporter sees nothing
- * left while the parent still holds the dma-buf.
+ * left while the parent still holds the dma-buf. The child counts its
+ * completed WRITEs in memory shared with the parent, which kills it only
+ * once EXIT_AFTER_WRITES of them have succeeded: traffic was flowing.
  */
 TEST_F(close_order, process_exit)
 {
 	struct loop *l = &self->l;
 	struct dmabuf_mock_query q;
+	unsigned long *writes, n;
 	int ready[2], status;
+	uint64_t t0;
 	char c = 0;
 	pid_t pid;
 
+	writes = mmap(NULL, sizeof(*writes), PROT_READ | PROT_WRITE,
+		      MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	ASSERT_NE(MAP_FAILED, (void *)writes);
+	*writes = 0;
 	ASSERT_EQ(0, pipe(ready));
 	pid = fork();
 	ASSERT_LE(0, pid);
@@ -989,17 +1017,26 @@ TEST_F(close_order, process_exit)
 		while (!rdma_op(&child.p.s[1], IBV_WR_RDMA_WRITE, src,
 				child.m.iova, child.m.rkey, &st) &&
 		       st == IBV_WC_SUCCESS)
-			;
+			__atomic_add_fetch(writes, 1, __ATOMIC_RELEASE);
 		_exit(1);
 	}
 	close(ready[1]);
 	ASSERT_EQ(1, read(ready[0], &c, 1));
 	close(ready[0]);
 	test_mock_counts(1U, 1U, 1U);
-	usleep(100000);
+	t0 = now_ms();
+	while ((n = __atomic_load_n(writes, __ATOMIC_ACQUIRE)) <
+		       EXIT_AFTER_WRITES &&
+	       now_ms() - t0 < DMABUF_MR_TIMEOUT_MS && !kill(pid, 0))
+		usleep(1000);
 	ASSERT_EQ(0, kill(pid, SIGKILL));
 	ASSERT_EQ(pid, waitpid(pid, &status, 0));
-	EXPECT_TRUE(WIFSIGNALED(status));
+	munmap(writes, sizeof(*writes));
+	EXPECT_TRUE(WIFSIGNALED(status))
+	TH_LOG("the child exited with %d after %lu WRITEs",
+	       WEXITSTATUS(status), n);
+	ASSERT_LE(EXIT_AFTER_WRITES, n)
+	TH_LOG("the child completed only %lu WRITEs", n);
 	ASSERT_EQ(0, _test_cmd_query(l->mock, l->fd, 0, &q));
 	EXPECT_EQ(0U, q.attachments);
 	EXPECT_EQ(0U, q.pins);
