@@ -4,9 +4,10 @@
 
 scripts/tap-sum.py (what counts as passed), scripts/ktap-flatten.py (a
 program's exit code), scripts/tap-close.py (a host step's exit code and
-plan) and scripts/manifest.py (the expected results: counts, skips, the
-kselftest build, the README's table). Each case feeds good or bad input
-and checks the verdict; most cases are bad input that must fail.
+plan), scripts/manifest.py (the expected results: counts, skips, the
+kselftest build, the README's table) and the result class of
+scripts/vm/rdma-core-tests.sh. Each case feeds good or bad input and
+checks the verdict; most cases are bad input that must fail.
 """
 import os
 import stat
@@ -90,6 +91,36 @@ with tempfile.TemporaryDirectory() as tmp:
     rc, out = tapsum(tmp, "1..3\nok 1 a\nok 2 b # SKIP x\n    not ok 1 nested\nok 3 c\n")
     ok(rc == 0 and out == "2 passed, 0 failed, 1 skipped",
        "tap-sum: passes, skips, nested lines not counted", out)
+    for directive in ("expected failure", "TODO not done yet", "XPASS",
+                      "xfail"):
+        rc, out = tapsum(tmp, f"TAP version 13\n1..2\nok 1 a\n"
+                              f"ok 2 - b # {directive}\n")
+        ok(rc == 1 and out == "1 passed, 1 failed",
+           f"tap-sum: ok # {directive} is a failure", out)
+    rc, out = tapsum(tmp, "TAP version 13\n1..2\nok 1 a\nnot ok 2 b # SKIP x\n")
+    ok(rc == 1 and out == "1 passed, 1 failed",
+       "tap-sum: not ok # SKIP is a failure, not a skip", out)
+    rc, out = tapsum(tmp, "TAP version 13\n1..1\nok 1 issue#23 fixed\n")
+    ok(rc == 0 and out == "1 passed, 0 failed",
+       "tap-sum: a # inside a word is no directive", out)
+    for plan in ("1..0", "1..0 # SKIP nothing to do"):
+        rc, out = tapsum(tmp, f"TAP version 13\n{plan}\n")
+        ok(rc == 1 and out == "0 passed, 1 failed",
+           f"tap-sum: a {plan!r} plan, no result, is a failure", out)
+    rc, out, err = run(os.path.join(S, "tap-sum.py"))
+    ok(rc == 1 and out.strip() == "0 passed, 1 failed",
+       "tap-sum: no TAP file at all is a failure", out + err)
+    rc, out, err = run(os.path.join(S, "tap-sum.py"),
+                       os.path.join(tmp, "results", "*.tap"))
+    ok(rc == 1 and out.strip() == "0 passed, 1 failed",
+       "tap-sum: a TAP file that is not there is a failure", out + err)
+    p1 = write(os.path.join(tmp, "e1.tap"), "TAP version 13\n1..0\n")
+    p2 = write(os.path.join(tmp, "e2.tap"), "TAP version 13\n1..0\n")
+    rc, out, err = run(os.path.join(S, "tap-sum.py"), p1, p2)
+    ok(rc == 1 and out.strip() != "0 passed, 0 failed",
+       "tap-sum: files that hold zero results in all do not sum to 0/0",
+       out + err)
+
 
     # ktap-flatten: exit code 2 (XFAIL) after passing cases
     log = write(os.path.join(tmp, "k.log"), """\
@@ -318,6 +349,51 @@ ok 1 selftests: rdma: c.sh # SKIP\r
     write(rd, "no block\n")
     rc, out = readme()
     ok(rc == 1, "manifest readme: a README without the block fails", out)
+
+    # scripts/vm/rdma-core-tests.sh's result class, on made-up unittest
+    # tests: an expected failure is no pass.
+    with open(os.path.join(S, "vm", "rdma-core-tests.sh")) as f:
+        script = f.read()
+    runner = script.split("<<'EOF'\n", 1)[1].split("\nEOF\n", 1)[0]
+    src = os.path.join(tmp, "rc-src")
+    os.makedirs(os.path.join(src, "tests"))
+    write(os.path.join(src, "args_parser.py"),
+          "import argparse\nparser = argparse.ArgumentParser()\n"
+          "parser.add_argument('--dev')\n")
+    write(os.path.join(src, "tests", "__init__.py"), "")
+    write(os.path.join(src, "tests", "test_mr.py"), """\
+import unittest
+
+
+class DmaBufMRTest(unittest.TestCase):
+    def test_a_pass(self):
+        pass
+
+    @unittest.expectedFailure
+    def test_b_xfail(self):
+        self.assertTrue(False)
+
+    @unittest.skip("no udmabuf")
+    def test_c_skip(self):
+        pass
+
+    @unittest.expectedFailure
+    def test_d_xpass(self):
+        pass
+""")
+    r = subprocess.run([sys.executable, "-", src, "rctest",
+                        "test_mr.DmaBufMRTest"], input=runner,
+                       capture_output=True, text=True)
+    out = r.stdout + r.stderr
+    tid = "tests.test_mr.DmaBufMRTest."
+    rc2, tot = tapsum(tmp, "1..4\n" + r.stdout)
+    ok(f"ok - {tid}test_a_pass\n" in out and
+       f"not ok - {tid}test_b_xfail: expected failure: " in out and
+       f"ok - {tid}test_c_skip # SKIP no udmabuf\n" in out and
+       f"not ok - {tid}test_d_xpass: unexpected success\n" in out and
+       tot == "1 passed, 2 failed, 1 skipped",
+       "rdma-core-tests.sh: a test marked to fail is not ok, whether it "
+       "fails or passes", out)
 
     # the real manifest
     rc, out, err = run(os.path.join(S, "manifest.py"), "table")

@@ -8,9 +8,10 @@
 #
 # Prints one TAP line per test prefixed "rdmacore: " (scripts/test.sh
 # collects them); a test unittest skipped is "ok ... # SKIP reason", so the
-# manifest's list of expected skips decides. When fewer tests ran than were
-# loaded, or the runner fails, one more "not ok" says so. Exits 0 unless a
-# test failed.
+# manifest's list of expected skips decides. A test marked to fail
+# (@unittest.expectedFailure) that fails is "not ok" too: no test here is
+# expected to fail. When fewer tests ran than were loaded, or the runner
+# fails, one more "not ok" says so. Exits 0 unless a test failed.
 set -u
 top=$(cd "$(dirname "$0")/../.." && pwd)
 run=$top/build/rdma-core-pr/obj/bin/run_tests.py
@@ -91,7 +92,7 @@ class Tap(unittest.TestResult):
 
     def addExpectedFailure(self, test, err):
         super().addExpectedFailure(test, err)
-        self.out(f"ok - {test.id()} # expected failure")
+        self.bad(test, "expected failure", err)
 
     def addUnexpectedSuccess(self, test):
         super().addUnexpectedSuccess(test)
