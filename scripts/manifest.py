@@ -3,32 +3,47 @@
 """What the guest runs must give, from scripts/test-manifest.txt.
 
 The manifest says, per guest (debian, base, debug) and program (a
-kselftest, a KUnit suite, the rdma tool check), how many results to expect
-and which cases skip there, each with its reason. Anything else fails:
-another number of results, a skip the manifest does not list or with
-another message, a listed skip that passed or did not run, a program the
-manifest does not know.
+kselftest, a KUnit suite, the rdma tool check), how many results to expect,
+which cases they are, and which cases skip there, each with its reason.
+Anything else fails: another number of results, a case twice, a case
+missing or one the manifest does not name, a skip the manifest does not
+list or with another message, a listed skip that passed or did not run, a
+program the manifest does not know.
+
+Case names: a program whose names the host can list (a kselftest_harness
+BINARY, `-l`) has a hash of them ("cases" line), and the check takes the
+names from the binary to say which case is wrong; the others (KUnit
+suites, scripts, the rdma tool check) have their names ("case" lines).
 
 usage: manifest.py [--manifest FILE] COMMAND ...
-  check GUEST RAW [--select SEL] [--kunit SUITES]
+  check GUEST RAW [--select SEL] [--kunit SUITES] [--kselftest-dir DIR]
         RAW: the guest's results, one "ok|not ok - PROGRAM[: CASE][ # ...]"
         line each (scripts/test.sh); prints them as TAP, unexpected skips
         turned into failures, plus one result per program for its count
+        and its cases (DIR: the installed kselftests, whose BINARY -l
+        names the cases of a program the manifest has a hash for)
   build KSELFTEST_DIR [--select SEL]
         TAP: every selected kselftest is installed (kselftest-list.txt),
         every BINARY exists and is executable, and a kselftest_harness
-        BINARY lists (-l) as many cases as the manifest expects
+        BINARY lists (-l) the cases the manifest expects, as many and
+        with those names
   table
         the README's table of expected results (markdown)
   readme README [--update]
         TAP: README's generated block is the table (--update rewrites it)
   suggest GUEST RAW
-        manifest lines for what RAW holds (counts, skips with their
-        messages), to paste after adding or changing tests
+        manifest lines for what RAW holds (counts, case names or their
+        hash, skips with their messages), to paste after adding or
+        changing tests
+  cases KSELFTEST_DIR [NAME...]
+        the "cases" lines of the manifest's kselftest_harness programs,
+        from their BINARY -l; with NAMEs, each one's case names instead
+        (from BINARY -l, or the manifest's "case" lines)
   SEL: KSELFTEST_RUN ("collection" or "collection:program" ...);
   SUITES: KUNIT_SUITES ("module:suite" ...). Programs outside them are not
   expected. Default: everything in the manifest.
 """
+import hashlib
 import os
 import re
 import subprocess
@@ -73,10 +88,46 @@ def parse_guests(field, where):
     return guests
 
 
+def names_hash(names):
+    """A "cases" line's hash of a program's case names: the first 16 hex
+    digits of the SHA-256 of the sorted names, one per line."""
+    text = "".join(f"{n}\n" for n in sorted(set(names)))
+    return "sha256:" + hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+HASH = re.compile(r"^sha256:[0-9a-f]{16}$")
+
+
+def glob_match(pattern, case):
+    """Does a "case" line's CASE (where "*" matches any text, nothing else
+    is special) name the result CASE? None (a program's own result, no
+    case name) matches only None."""
+    if pattern is None or case is None:
+        return pattern == case
+    if "*" not in pattern:
+        return pattern == case
+    return re.fullmatch(".*".join(map(re.escape, pattern.split("*"))),
+                        case) is not None
+
+
+def binary_of(programs, name):
+    """Program NAME's BINARY (the first guest's that has one), or None."""
+    return next((programs[(g, name)][1] for g in GUESTS
+                 if (g, name) in programs and programs[(g, name)][1]), None)
+
+
+def cases_of(cases, name):
+    """("list", [CASE...]) or ("hash", HASH) for program NAME, or None. A
+    second run ("program[VAR=VALUE]") has its program's unless it has its
+    own."""
+    return cases.get(name) or cases.get(plain(name))
+
+
 def load(path):
     """programs: {(guest, name): (cases, binary)};
-    skips: {(guest, name, case): (message, reason)}; order: names in order."""
-    programs, skips, order = {}, {}, []
+    skips: {(guest, name, case): (message, reason)}; order: names in order;
+    cases: {name: ("list", [CASE...]) or ("hash", HASH)}."""
+    programs, skips, order, cases = {}, {}, [], {}
     with open(path) as f:
         for n, raw in enumerate(f, 1):
             line = raw.rstrip("\n")
@@ -89,16 +140,16 @@ def load(path):
                 if len(fields) != 5:
                     raise ManifestError(f"{where}: want program | GUESTS | "
                                         f"NAME | CASES | BINARY")
-                _, guests, name, cases, binary = fields
-                if not re.fullmatch(r"\d+", cases) or int(cases) == 0:
+                _, guests, name, count, binary = fields
+                if not re.fullmatch(r"\d+", count) or int(count) == 0:
                     raise ManifestError(f"{where}: CASES must be a number "
-                                        f"above 0, not {cases!r}")
+                                        f"above 0, not {count!r}")
                 if not name or " " in name:
                     raise ManifestError(f"{where}: bad program name {name!r}")
                 for g in parse_guests(guests, where):
                     if (g, name) in programs:
                         raise ManifestError(f"{where}: {name} on {g} twice")
-                    programs[(g, name)] = (int(cases),
+                    programs[(g, name)] = (int(count),
                                            None if binary == "-" else binary)
                 if name not in order:
                     order.append(name)
@@ -115,14 +166,62 @@ def load(path):
                         raise ManifestError(f"{where}: skip of {name}: {case} "
                                             f"on {g} twice")
                     skips[key] = ("" if message == "-" else message, reason)
+            elif kind == "case":
+                if len(fields) != 3 or fields[2] in ("", "-"):
+                    raise ManifestError(f"{where}: want case | NAME | CASE")
+                _, name, case = fields
+                have = cases.setdefault(name, ("list", []))
+                if have[0] != "list":
+                    raise ManifestError(f"{where}: {name} has a cases hash "
+                                        f"already: not both")
+                if case in have[1]:
+                    raise ManifestError(f"{where}: case {case} of {name} "
+                                        f"twice")
+                have[1].append(case)
+            elif kind == "cases":
+                if len(fields) != 3 or not HASH.match(fields[2]):
+                    raise ManifestError(f"{where}: want cases | NAME | "
+                                        f"sha256:<16 hex digits>")
+                _, name, h = fields
+                if name in cases:
+                    raise ManifestError(f"{where}: {name} has case names "
+                                        f"already: one cases line, no case "
+                                        f"lines")
+                cases[name] = ("hash", h)
             else:
-                raise ManifestError(f"{where}: a line starts with program or "
-                                    f"skip, not {kind!r}")
+                raise ManifestError(f"{where}: a line starts with program, "
+                                    f"case, cases or skip, not {kind!r}")
     for (g, name, case) in skips:
         if (g, name) not in programs:
             raise ManifestError(f"{path}: skip of {name} on {g}, which has no "
                                 f"program line for {g}")
-    return programs, skips, order
+        if case is None:
+            continue
+        c = cases_of(cases, name)
+        if c is None:
+            raise ManifestError(f"{path}: skip of {name}: {case}, but the "
+                                f"manifest names no case of {name}")
+        if c[0] == "list" and not any(glob_match(p, case) for p in c[1]):
+            raise ManifestError(f"{path}: skip of {name}: {case}, which is "
+                                f"not one of its case lines")
+    for name in cases:
+        if name not in order:
+            raise ManifestError(f"{path}: case names of {name}, which has no "
+                                f"program line")
+    for (g, name), (n, _) in programs.items():
+        c = cases_of(cases, name)
+        if (g, name, None) in skips:
+            if n != 1:
+                raise ManifestError(f"{path}: {name} skips as a whole on {g}, "
+                                    f"one result, but CASES is {n}")
+        elif c is None and n != 1:
+            raise ManifestError(f"{path}: {name}: {n} results on {g} but no "
+                                f"case names: add its case lines or cases "
+                                f"hash (manifest.py suggest)")
+        elif c is not None and c[0] == "list" and len(c[1]) != n:
+            raise ManifestError(f"{path}: {name}: CASES is {n} on {g}, but it "
+                                f"has {len(c[1])} case lines")
+    return programs, skips, order, cases
 
 
 def selected(name, select, kunit):
@@ -185,7 +284,96 @@ def label(program, case):
     return program if case is None else f"{program}: {case}"
 
 
-def check(guest, raw_lines, programs, skips, order, select=None, kunit=None):
+def show(case):
+    return "(the program's own result)" if case is None else case
+
+
+def case_problems(want, got, failed=()):
+    """What is wrong with GOT (the case names of a program's results, None
+    for its own result) against WANT (its case names or patterns): each
+    case that has more than one result, that has none, or that the
+    manifest does not name, as text. FAILED: the indices in GOT of failed
+    results, whose name may go on with ": " and why (kunit.sh's "rmmod
+    MODULE: ...", rdma-core-tests.sh's "ID: FAIL: ..."): such a result
+    counts for the case its name starts with."""
+    hits = [[] for _ in want]
+    unknown = {}
+    for k, case in enumerate(got):
+        tries = [case]
+        if k in failed and case is not None:
+            parts = case.split(": ")
+            tries += [": ".join(parts[:n]) for n in range(len(parts) - 1, 0, -1)]
+        i = next((i for t in tries for i, pattern in enumerate(want)
+                  if glob_match(pattern, t)), None)
+        if i is None:
+            unknown[case] = unknown.get(case, 0) + 1
+        else:
+            hits[i].append(case)
+    out = []
+    for pattern, h in zip(want, hits):
+        if len(h) > 1:
+            which = "" if pattern is None or "*" not in pattern else \
+                f" ({', '.join(h)})"
+            out.append(f"{show(pattern)}: {len(h)} results{which}")
+    out += [f"{show(p)}: missing" for p, h in zip(want, hits) if not h]
+    out += [f"{show(c)}: not a case of it" + (f" ({n} results)" if n > 1
+                                               else "")
+            for c, n in unknown.items()]
+    return out
+
+
+class Binaries:
+    """Case names of the kselftest_harness programs under a kselftest
+    directory, from their -l lists (None: not there, or no directory)."""
+
+    def __init__(self, kdir):
+        self.kdir = kdir
+        self.seen = {}
+
+    def cases(self, binary):
+        if not self.kdir or not binary or binary.endswith(".sh"):
+            return None
+        if binary not in self.seen:
+            path = os.path.join(self.kdir, binary)
+            try:
+                self.seen[binary] = list_cases(path) \
+                    if os.access(path, os.X_OK) else None
+            except (OSError, ValueError, subprocess.SubprocessError):
+                self.seen[binary] = None
+        return self.seen[binary]
+
+
+def program_cases(guest, name, got, failed, programs, skips, cases,
+                  binaries):
+    """What is wrong with the case names GOT of program NAME's results on
+    GUEST (FAILED: the indices of failed ones), as a list of texts (empty:
+    each case once, as the manifest names them)."""
+    binary = programs[(guest, name)][1]
+    c = cases_of(cases, name)
+    if (guest, name, None) in skips or c is None:
+        return case_problems([None], got, failed)
+    if c[0] == "list":
+        return case_problems(c[1], got, failed)
+    names = binaries.cases(binary)
+    if names is not None:
+        out = []
+        if names_hash(names) != c[1]:
+            out.append(f"{binary} -l lists other cases than the manifest's "
+                       f"{c[1]} ({names_hash(names)}; manifest.py cases)")
+        return out + case_problems(names, got, failed)
+    out = case_problems(sorted(set(got), key=show), got)
+    if names_hash(x for x in got if x is not None) != c[1] or None in got:
+        where = os.path.join(binaries.kdir, binary) if binaries.kdir and \
+            binary else binary or "no BINARY"
+        out.append(f"its cases are not those of the manifest's {c[1]} "
+                   f"(no {where} -l to name which)")
+    return out
+
+
+def check(guest, raw_lines, programs, skips, order, cases=None, select=None,
+          kunit=None, kdir=None):
+    cases = cases or {}
+    binaries = Binaries(kdir)
     out = []
     seen = {}
     results = []
@@ -198,17 +386,29 @@ def check(guest, raw_lines, programs, skips, order, select=None, kunit=None):
                 selected(n, select, kunit)]
     for name in expected:
         want, _ = programs[(guest, name)]
-        got = sum(1 for r in seen.get(name, []) if not synthetic(r[2]))
+        rs = [r for r in seen.get(name, []) if not synthetic(r[2])]
+        got = [r[2] for r in rs]
+        failed = {k for k, r in enumerate(rs) if r[0] == "not ok"}
         nskips = sum(1 for (g, n, _) in skips if g == guest and n == name)
-        if got == want:
-            out.append(f"ok - {guest}: {name}: {want} results, as the "
-                       f"manifest expects ({nskips} expected skips)")
-        elif got == 0:
+        if not got:
             out.append(f"not ok - {guest}: {name}: no result, the manifest "
                        f"expects {want}")
-        else:
-            out.append(f"not ok - {guest}: {name}: {got} results, the "
-                       f"manifest expects {want}")
+            continue
+        problems = program_cases(guest, name, got, failed, programs, skips,
+                                 cases, binaries)
+        if len(got) == want and not problems:
+            out.append(f"ok - {guest}: {name}: {want} results, as the "
+                       f"manifest expects, one for each of its cases "
+                       f"({nskips} expected skips)")
+            continue
+        what = (f"{len(got)} results, the manifest expects {want}"
+                if len(got) != want else f"{want} results, but")
+        if problems:
+            shown = problems[:8] + ([f"and {len(problems) - 8} more"]
+                                    if len(problems) > 8 else [])
+            what += (": " if len(got) != want else " ") + "; ".join(shown)
+        out.append(f"not ok - {guest}: {name}: {what}")
+        out += [f"#   {x}" for x in problems[8:]]
     reported = set()
     ran_skips = set()
     for line, (status, program, case, directive) in results:
@@ -227,8 +427,7 @@ def check(guest, raw_lines, programs, skips, order, select=None, kunit=None):
             continue
         if not is_skip(directive):
             out.append(line)
-            if want is not None and status == "ok" and \
-               not directive.upper().startswith("XFAIL"):
+            if want is not None and status == "ok" and not directive:
                 ran_skips.add(key)
                 out.append(f"not ok - {guest}: {label(program, case)}: "
                            f"passed, but the manifest expects a skip here "
@@ -265,7 +464,9 @@ def list_cases(binary):
     return harness_cases((r.stdout + r.stderr).splitlines())
 
 
-def build(kdir, programs, order, select=None):
+def build(kdir, programs, order, cases=None, skips=None, select=None):
+    cases = cases or {}
+    skips = skips or {}
     out = []
     try:
         with open(os.path.join(kdir, "kselftest-list.txt")) as f:
@@ -277,6 +478,7 @@ def build(kdir, programs, order, select=None):
     for name in order:
         entries = [(g, programs[(g, name)]) for g in GUESTS
                    if (g, name) in programs]
+        listing = None
         if name.startswith("kunit:") or ":" not in name:
             continue
         if not selected(name, select, None):
@@ -285,10 +487,10 @@ def build(kdir, programs, order, select=None):
             continue        # the same program, run again: checked as itself
         out.append(("ok" if name in listed else "not ok") +
                    f" - {name}: installed (kselftest-list.txt)")
-        for g, (cases, binary) in entries:
-            if binary is None or (binary, cases) in done:
+        for g, (n_cases, binary) in entries:
+            if binary is None or (binary, n_cases) in done:
                 continue
-            done.add((binary, cases))
+            done.add((binary, n_cases))
             path = os.path.join(kdir, binary)
             if not (os.path.isfile(path) and os.access(path, os.X_OK)):
                 out.append(f"not ok - {name}: {binary} is not installed "
@@ -299,14 +501,43 @@ def build(kdir, programs, order, select=None):
             if binary.endswith(".sh"):
                 continue
             try:
-                n = len(list_cases(path))
+                names = list_cases(path)
             except (OSError, ValueError, subprocess.SubprocessError) as e:
                 out.append(f"not ok - {name}: {binary} -l: {e}")
                 continue
-            gs = ",".join(x for x, (c, b) in entries if (b, c) == (binary, cases))
-            out.append(("ok" if n == cases else "not ok") +
+            n = len(names)
+            gs = ",".join(x for x, (c, b) in entries
+                          if (b, c) == (binary, n_cases))
+            out.append(("ok" if n == n_cases else "not ok") +
                        f" - {name}: {binary} lists {n} cases, the manifest "
-                       f"expects {cases} ({gs})")
+                       f"expects {n_cases} ({gs})")
+            listing = listing or (binary, names)
+        if listing:
+            out += names_check(name, *listing, cases, skips)
+    return out
+
+
+def names_check(name, binary, names, cases, skips):
+    """TAP lines: BINARY -l's case NAMES are those the manifest gives
+    program NAME, and every case it lists a skip of is one of them."""
+    c = cases_of(cases, name)
+    new = f"cases | {name} | {names_hash(names)}"
+    if c is None:
+        return [f"not ok - {name}: {binary} lists cases, the manifest names "
+                f"none: add `{new}` (manifest.py cases)"]
+    if c[0] == "hash":
+        problems = [] if names_hash(names) == c[1] else \
+            [f"other names than the manifest's {c[1]}: `{new}` "
+             f"(manifest.py cases)"]
+    else:
+        problems = case_problems(c[1], names)
+    out = [("not ok" if problems else "ok") +
+           f" - {name}: {binary} -l names the manifest's cases" +
+           (f": {'; '.join(problems)}" if problems else "")]
+    for case in sorted(set(c for (_, n, c) in skips
+                           if n == name and c is not None) - set(names)):
+        out.append(f"not ok - {name}: the manifest lists a skip of {case}, "
+                   f"which {binary} -l does not name")
     return out
 
 
@@ -315,9 +546,7 @@ def table(programs, skips, order):
              "| --- |" + " --- |" * len(GUESTS)]
     totals = {g: [0, 0] for g in GUESTS}
     for name in order:
-        binary = next((programs[(g, name)][1] for g in GUESTS
-                       if (g, name) in programs and programs[(g, name)][1]),
-                      None)
+        binary = binary_of(programs, name)
         label_ = f"`{name}`"
         if binary and not binary.endswith(".sh"):
             label_ += f" (`{binary}`)"
@@ -360,7 +589,7 @@ def readme(path, programs, skips, order, update):
         return [f"not ok - {path}: no generated block ({BEGIN} ... {END})"]
     head, rest = text.split(BEGIN, 1)
     body, tail = rest.split(END, 1)
-    if body.strip("\n") == want:
+    if body.strip("\n") == want.strip("\n"):
         return [f"ok - {os.path.basename(path)}: the table of expected results "
                 f"is scripts/test-manifest.txt's"]
     if update:
@@ -373,10 +602,13 @@ def readme(path, programs, skips, order, update):
             f"readme {path} --update"]
 
 
-def suggest(guest, raw_lines, programs, skips):
-    """Manifest lines for RAW, keeping the binaries and skip reasons the
-    manifest already has."""
-    counts, order, skip_lines = {}, [], []
+def suggest(guest, raw_lines, programs, skips, cases):
+    """Manifest lines for RAW, keeping the binaries, skip reasons and case
+    patterns the manifest already has. A kselftest_harness program (a
+    BINARY that is no script) gets a cases hash, the others their case
+    names; a second run (program[VAR=VALUE]) with its program's cases
+    gets none of its own."""
+    counts, order, skip_lines, names = {}, [], [], {}
     for line in raw_lines:
         r = parse_result(line)
         if not r or synthetic(r[2]):
@@ -385,6 +617,7 @@ def suggest(guest, raw_lines, programs, skips):
         if program not in counts:
             order.append(program)
         counts[program] = counts.get(program, 0) + 1
+        names.setdefault(program, []).append(case)
         if is_skip(directive):
             have = skips.get((guest, program, case))
             msg = skip_message(directive)
@@ -395,14 +628,70 @@ def suggest(guest, raw_lines, programs, skips):
             skip_lines.append(f"skip | {guest} | {program} | "
                               f"{case if case is not None else '-'} | "
                               f"{msg or '-'} | {why}")
-    return [f"program | {guest} | {p} | {counts[p]} | "
-            f"{(programs.get((guest, p)) or (0, None))[1] or '-'}"
-            for p in order] + skip_lines
+    binary = {p: (programs.get((guest, p)) or (0, None))[1] for p in order}
+    case_lines = []
+    for p in order:
+        got = names[p]
+        for c in sorted(set(x for x in got if got.count(x) > 1), key=show):
+            case_lines.append(f"# {p}: {show(c)}: {got.count(c)} results "
+                              f"(a case twice?)")
+        if got == [None]:
+            continue
+        if plain(p) != p and plain(p) in names and \
+           sorted(set(names[plain(p)]), key=show) == sorted(set(got), key=show):
+            continue
+        if binary[p] and not binary[p].endswith(".sh"):
+            case_lines.append(f"cases | {p} | "
+                              f"{names_hash(x for x in got if x is not None)}")
+            continue
+        have = cases_of(cases, p)
+        patterns = have[1] if have and have[0] == "list" else []
+        done = []
+        for c in got:
+            c = next((x for x in patterns if glob_match(x, c)), c)
+            if c is not None and c not in done:
+                done.append(c)
+                case_lines.append(f"case | {p} | {c}")
+    return [f"program | {guest} | {p} | {counts[p]} | {binary[p] or '-'}"
+            for p in order] + case_lines + skip_lines
+
+
+def list_names(kdir, names, programs, order, cases):
+    """The "cases" lines of the manifest's kselftest_harness programs from
+    their BINARY -l under KDIR; with NAMES, each one's case names (BINARY
+    -l, else the manifest's case lines)."""
+    binaries = Binaries(kdir)
+    if names:
+        out = []
+        for name in names:
+            if name not in order:
+                raise ManifestError(f"no program {name} in the manifest")
+            listing = binaries.cases(binary_of(programs, name))
+            c = cases_of(cases, name)
+            if listing is None and c and c[0] == "list":
+                listing = c[1]
+            if listing is None:
+                raise ManifestError(f"{name}: no case names (no "
+                                    f"{binary_of(programs, name)} -l under "
+                                    f"{kdir})")
+            out += listing
+        return out
+    out = []
+    for name in order:
+        binary = binary_of(programs, name)
+        if plain(name) != name or not binary or binary.endswith(".sh"):
+            continue
+        listing = binaries.cases(binary)
+        if listing is None:
+            raise ManifestError(f"{name}: cannot list {binary} -l under {kdir}")
+        out.append(f"cases | {name} | {names_hash(listing)}")
+    return out
 
 
 def tap(lines):
+    """LINES as TAP; "#" lines are diagnostics, not results."""
     print("TAP version 13")
-    print(f"1..{len(lines)}")
+    print(f"1..{sum(1 for x in lines if not x.startswith('#'))}")
     for line in lines:
         print(line)
 
@@ -417,7 +706,8 @@ def main(argv):
     pos = []
     i = 0
     while i < len(args):
-        if args[i] in ("--select", "--kunit") and i + 1 < len(args):
+        if args[i] in ("--select", "--kunit", "--kselftest-dir") and \
+           i + 1 < len(args):
             opts[args[i]] = args[i + 1]
             i += 2
         elif args[i] == "--update":
@@ -427,20 +717,22 @@ def main(argv):
             pos.append(args[i])
             i += 1
     if not pos:
-        sys.exit(__doc__.split("\n\n", 2)[-1])
+        sys.exit(__doc__[__doc__.index("usage:"):])
     cmd, pos = pos[0], pos[1:]
     try:
-        programs, skips, order = load(path)
+        programs, skips, order, cases = load(path)
     except (OSError, ManifestError) as e:
         tap([f"not ok - manifest: {e}"])
         return 1
     if cmd == "check" and len(pos) == 2 and pos[0] in GUESTS:
         with open(pos[1], errors="replace") as f:
             raw = f.read().splitlines()
-        out = check(pos[0], raw, programs, skips, order,
-                    opts.get("--select"), opts.get("--kunit"))
+        out = check(pos[0], raw, programs, skips, order, cases,
+                    opts.get("--select"), opts.get("--kunit"),
+                    opts.get("--kselftest-dir"))
     elif cmd == "build" and len(pos) == 1:
-        out = build(pos[0], programs, order, opts.get("--select"))
+        out = build(pos[0], programs, order, cases, skips,
+                    opts.get("--select"))
     elif cmd == "table" and not pos:
         print("\n".join(table(programs, skips, order)))
         return 0
@@ -449,10 +741,18 @@ def main(argv):
     elif cmd == "suggest" and len(pos) == 2:
         with open(pos[1], errors="replace") as f:
             print("\n".join(suggest(pos[0], f.read().splitlines(),
-                                     programs, skips)))
+                                     programs, skips, cases)))
+        return 0
+    elif cmd == "cases" and pos:
+        try:
+            print("\n".join(list_names(pos[0], pos[1:], programs, order,
+                                        cases)))
+        except ManifestError as e:
+            print(f"manifest: {e}", file=sys.stderr)
+            return 1
         return 0
     else:
-        sys.exit(__doc__.split("\n\n", 2)[-1])
+        sys.exit(__doc__[__doc__.index("usage:"):])
     tap(out)
     return 1 if any(x.startswith("not ok") for x in out) else 0
 

@@ -4,11 +4,12 @@
 
 scripts/tap-sum.py (what counts as passed), scripts/ktap-flatten.py (a
 program's exit code), scripts/tap-close.py (a host step's exit code and
-plan), scripts/manifest.py (the expected results: counts, skips, the
-kselftest build, the README's table) and the result class of
+plan), scripts/manifest.py (the expected results: counts, case names,
+skips, the kselftest build, the README's table) and the result class of
 scripts/vm/rdma-core-tests.sh. Each case feeds good or bad input and
 checks the verdict; most cases are bad input that must fail.
 """
+import hashlib
 import os
 import stat
 import subprocess
@@ -30,6 +31,13 @@ def run(*args, stdin=None):
     return r.returncode, r.stdout, r.stderr
 
 
+def names_hash(*names):
+    """The manifest's hash of case names (scripts/test-manifest.txt's
+    header), written out again here."""
+    text = "".join(f"{n}\n" for n in sorted(names))
+    return "sha256:" + hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
 def write(path, text):
     with open(path, "w") as f:
         f.write(text)
@@ -46,13 +54,21 @@ def nots(out):
     return [x for x in out.splitlines() if x.startswith("not ok")]
 
 
-MANIFEST = """\
+A_HASH = names_hash("f.one", "f.two", "f.three")
+MANIFEST = f"""\
 # a comment
 program | all | rdma:a.sh | 3 | rdma/a
+cases | rdma:a.sh | {A_HASH}
 program | all | rdma:up.sh | 1 | rdma/up.sh
-program | debian,debug | drivers/dma-buf:m | 2 | -
+program | debian | drivers/dma-buf:m | 1 | -
+program | debug | drivers/dma-buf:m | 2 | -
+case | drivers/dma-buf:m | x
+case | drivers/dma-buf:m | y
 program | debug | kunit:suite | 2 | -
+case | kunit:suite | case_a
+case | kunit:suite | rmmod suite_kunit
 program | all | rdmatool | 1 | -
+case | rdmatool | shows the MR (lkey *)
 skip | all | rdma:a.sh | f.one | no word | atomics need a word
 skip | base,debug | rdma:a.sh | f.two | no tracefs | no tracing here
 skip | debian | drivers/dma-buf:m | - | - | the whole program skips
@@ -67,7 +83,7 @@ ok - rdma:up.sh
 ok - rdma:a.sh: f.one # SKIP no word in the MR
 ok - rdma:a.sh: f.two # SKIP no tracefs instances
 ok - rdma:a.sh: f.three
-ok - rdmatool: shows the MR
+ok - rdmatool: shows the MR (lkey 7)
 """
 
 
@@ -121,7 +137,6 @@ with tempfile.TemporaryDirectory() as tmp:
        "tap-sum: files that hold zero results in all do not sum to 0/0",
        out + err)
 
-
     # ktap-flatten: exit code 2 (XFAIL) after passing cases
     log = write(os.path.join(tmp, "k.log"), """\
 TAP version 13
@@ -167,6 +182,21 @@ ok 1 selftests: rdma: c.sh # SKIP\r
     ok(close(t, 0) == t, "tap-close: a passing step is left alone")
     t = "TAP version 13\n1..1\nnot ok 1 a\n"
     ok(close(t, 1) == t, "tap-close: a failure already reported is not doubled")
+
+    # The installed kselftests: rdma/a lists f.one, f.two, f.three.
+    kdir = os.path.join(tmp, "ks")
+    os.makedirs(os.path.join(kdir, "rdma"))
+    write(os.path.join(kdir, "kselftest-list.txt"),
+          "rdma:a.sh\nrdma:up.sh\ndrivers/dma-buf:m\n")
+    listing = ("# FIXTURE            VARIANT                   TEST\n"
+               + "global".ljust(47) + "\n" + "-" * 80 + "\n"
+               + "f".ljust(21) + "".ljust(26) + "one\n"
+               + "".ljust(47) + "two\n"
+               + "".ljust(47) + "three\n")
+    for name, text in (("rdma/a", "#!/bin/sh\ncat <<'EOF' >&2\n" + listing + "EOF\n"),
+                       ("rdma/up.sh", "#!/bin/sh\n")):
+        p = write(os.path.join(kdir, name), text)
+        os.chmod(p, os.stat(p).st_mode | stat.S_IXUSR)
 
     # manifest check
     rc, out = check(tmp, "debug", GOOD_DEBUG)
@@ -230,19 +260,18 @@ ok 1 selftests: rdma: c.sh # SKIP\r
         "ok - drivers/dma-buf:m: x\nok - drivers/dma-buf:m: y\n", "")
         .replace("ok - rdma:a.sh: f.two # SKIP no tracefs instances\n",
                  "ok - rdma:a.sh: f.two\n"), MANIFEST)
-    ok(rc == 1 and any("drivers/dma-buf:m: no result, the manifest expects 2" in x
+    ok(rc == 1 and any("drivers/dma-buf:m: no result, the manifest expects 1" in x
                        for x in nots(out)),
        "manifest: a program that did not run fails", out)
     rc, out = check(tmp, "debian", raw.replace(
         "ok - drivers/dma-buf:m: x\nok - drivers/dma-buf:m: y\n",
-        "ok - drivers/dma-buf:m # SKIP\nok - drivers/dma-buf:m: y\n")
-        .replace("f.two # SKIP no tracefs instances", "f.two"),
-        MANIFEST.replace("drivers/dma-buf:m | 2", "drivers/dma-buf:m | 2"))
+        "ok - drivers/dma-buf:m # SKIP\n")
+        .replace("f.two # SKIP no tracefs instances", "f.two"))
     ok(rc == 0, "manifest: a whole-program skip without a message, as listed",
        out)
     rc, out = check(tmp, "debian", raw.replace(
         "ok - drivers/dma-buf:m: x\nok - drivers/dma-buf:m: y\n",
-        "ok - drivers/dma-buf:m # SKIP no device\nok - drivers/dma-buf:m: y\n")
+        "ok - drivers/dma-buf:m # SKIP no device\n")
         .replace("f.two # SKIP no tracefs instances", "f.two"))
     ok(rc == 1 and any("skipped on debian for another reason: no device" in x
                        for x in nots(out)),
@@ -256,12 +285,85 @@ ok 1 selftests: rdma: c.sh # SKIP\r
                        for x in nots(out)),
        "manifest: results of a program the run did not select fail", out)
 
-    again = MANIFEST + "program | debug | rdma:a.sh[X=1] | 1 | rdma/a\n"
-    rc, out = check(tmp, "debug", GOOD_DEBUG + "ok - rdma:a.sh[X=1]: f.one\n",
-                    again, "--select", "rdma:a.sh drivers/dma-buf:m rdma:up.sh")
-    ok(rc == 0 and "rdma:a.sh[X=1]: 1 results, as the manifest expects" in out,
-       "manifest: a second run (program[VAR=VALUE]) is selected with its program",
+    # Which cases ran, not only how many.
+    ks = ("--kselftest-dir", kdir)
+    rc, out = check(tmp, "debug", GOOD_DEBUG.replace(
+        "ok - drivers/dma-buf:m: y", "ok - drivers/dma-buf:m: x"))
+    ok(rc == 1 and any("drivers/dma-buf:m: 2 results, but" in x and
+                       "x: 2 results" in x and "y: missing" in x
+                       for x in nots(out)),
+       "manifest: a case twice and another missing (same count) fails, "
+       "naming both", out)
+    rc, out = check(tmp, "debug", GOOD_DEBUG.replace(
+        "ok - drivers/dma-buf:m: y", "ok - drivers/dma-buf:m: z"))
+    ok(rc == 1 and any("z: not a case of it" in x and "y: missing" in x
+                       for x in nots(out)),
+       "manifest: a case the manifest does not name (same count) fails, "
+       "naming it", out)
+    rc, out = check(tmp, "debug", GOOD_DEBUG.replace(
+        "ok - rdma:a.sh: f.three\n", ""), MANIFEST, *ks)
+    ok(rc == 1 and any("rdma:a.sh: 2 results, the manifest expects 3: "
+                       "f.three: missing" in x for x in nots(out)),
+       "manifest: a missing case of a hashed program is named from its -l",
        out)
+    rc, out = check(tmp, "debug", GOOD_DEBUG.replace(
+        "ok - rdma:a.sh: f.two # SKIP no tracefs instances",
+        "ok - rdma:a.sh: f.three"), MANIFEST, *ks)
+    ok(rc == 1 and any("rdma:a.sh: 3 results, but f.three: 2 results; "
+                       "f.two: missing" in x for x in nots(out)),
+       "manifest: a case twice in a hashed program fails, named from its -l",
+       out)
+    rc, out = check(tmp, "debug", GOOD_DEBUG.replace(
+        "ok - rdma:a.sh: f.three", "ok - rdma:a.sh: f.four"), MANIFEST, *ks)
+    ok(rc == 1 and any("f.three: missing; f.four: not a case of it" in x
+                       for x in nots(out)),
+       "manifest: an unknown case of a hashed program fails, named", out)
+    rc, out = check(tmp, "debug", GOOD_DEBUG.replace(
+        "ok - rdma:a.sh: f.three", "ok - rdma:a.sh: f.four"))
+    ok(rc == 1 and any("rdma:a.sh: 3 results, but its cases are not those "
+                       f"of the manifest's {A_HASH}" in x for x in nots(out)),
+       "manifest: without the binary, other case names than the hash fail",
+       out)
+    rc, out = check(tmp, "debug", GOOD_DEBUG, MANIFEST, *ks)
+    ok(rc == 0, "manifest: the expected cases pass, named from -l", out)
+    rc, out = check(tmp, "debug", GOOD_DEBUG, MANIFEST.replace(
+        A_HASH, names_hash("f.one", "f.two", "f.four")), *ks)
+    ok(rc == 1 and any("rdma/a -l lists other cases than the manifest's" in x
+                       for x in nots(out)),
+       "manifest: a binary whose -l is not the manifest's hash fails", out)
+    rc, out = check(tmp, "debug", GOOD_DEBUG +
+                    "ok - rdmatool: shows the MR (lkey 9)\n")
+    ok(rc == 1 and any("rdmatool: 2 results, the manifest expects 1: "
+                       "shows the MR (lkey *): 2 results (shows the MR "
+                       "(lkey 7), shows the MR (lkey 9))" in x
+                       for x in nots(out)),
+       "manifest: a \"*\" case matched twice fails, naming both", out)
+    many = "program | all | rdmatool | 10 | -\n" + "".join(
+        f"case | rdmatool | c{i}\n" for i in range(10))
+    rc, out = check(tmp, "debug", "ok - rdmatool: d1\nok - rdmatool: d2\n",
+                    many)
+    rc2, tot = tapsum(tmp, out)
+    ok(rc == 1 and "and 4 more" in out and "#   c9: missing" in out and
+       "#   d2: not a case of it" in out and tot == "2 passed, 1 failed",
+       "manifest: past 8 wrong cases, the rest are named on diagnostic "
+       "lines, which the plan does not count", out)
+    rc, out = check(tmp, "debug", GOOD_DEBUG.replace(
+        "ok - kunit:suite: rmmod suite_kunit",
+        "not ok - kunit:suite: rmmod suite_kunit: module still loaded "
+        "(refcnt 1)"))
+    rc2, tot = tapsum(tmp, out)
+    ok(rc == 1 and "ok - debug: kunit:suite: 2 results, as the manifest "
+       "expects" in out and tot == "11 passed, 1 failed, 2 skipped",
+       "manifest: a failed case that says why after its name counts once",
+       out)
+
+    again = MANIFEST + "program | debug | rdma:a.sh[X=1] | 3 | rdma/a\n"
+    rc, out = check(tmp, "debug", GOOD_DEBUG + "".join(
+        f"ok - rdma:a.sh[X=1]: f.{n}\n" for n in ("one", "two", "three")),
+                    again, "--select", "rdma:a.sh drivers/dma-buf:m rdma:up.sh")
+    ok(rc == 0 and "rdma:a.sh[X=1]: 3 results, as the manifest expects" in out,
+       "manifest: a second run (program[VAR=VALUE]) is selected with its "
+       "program, and has its cases", out)
 
     # manifest syntax
     for bad, why in (
@@ -277,25 +379,31 @@ ok 1 selftests: rdma: c.sh # SKIP\r
              "a skip without a reason"),
             ("program | all | rdma:a.sh | 3 | -\nskip | all | rdma:a.sh | x | m\n",
              "a skip line without REASON"),
-            ("skipped | all | rdma:a.sh | x | m | why\n", "an unknown line")):
+            ("skipped | all | rdma:a.sh | x | m | why\n", "an unknown line"),
+            ("program | all | rdma:a.sh | 3 | -\n",
+             "a program of 3 results without case names"),
+            ("program | all | rdma:a.sh | 3 | -\ncase | rdma:a.sh | x\n"
+             "case | rdma:a.sh | y\n", "3 results but 2 case lines"),
+            ("program | all | rdma:a.sh | 1 | -\ncase | rdma:b.sh | x\n",
+             "case lines of a program it does not list"),
+            ("program | all | rdma:a.sh | 1 | -\ncase | rdma:a.sh | x\n"
+             "case | rdma:a.sh | x\n", "a case line twice"),
+            (f"program | all | rdma:a.sh | 1 | -\ncase | rdma:a.sh | x\n"
+             f"cases | rdma:a.sh | {A_HASH}\n", "case lines and a hash"),
+            ("program | all | rdma:a.sh | 3 | -\ncases | rdma:a.sh | abc\n",
+             "a hash that is no sha256:<16 hex digits>"),
+            ("program | all | rdma:a.sh | 1 | -\ncase | rdma:a.sh | x\n"
+             "skip | all | rdma:a.sh | y | - | why\n",
+             "a skip of a case it does not name"),
+            ("program | all | rdma:a.sh | 2 | -\ncase | rdma:a.sh | x\n"
+             "case | rdma:a.sh | y\nskip | all | rdma:a.sh | - | - | why\n",
+             "a whole-program skip of a program of 2 results")):
         rc, out = check(tmp, "debug", GOOD_DEBUG, bad)
         ok(rc == 1 and "not ok - manifest:" in out,
            f"manifest: refused: {why}", out)
 
-    # manifest build: installed programs and their -l lists
-    kdir = os.path.join(tmp, "ks")
-    os.makedirs(os.path.join(kdir, "rdma"))
-    write(os.path.join(kdir, "kselftest-list.txt"),
-          "rdma:a.sh\nrdma:up.sh\ndrivers/dma-buf:m\n")
-    listing = ("# FIXTURE            VARIANT                   TEST\n"
-               + "global".ljust(47) + "\n" + "-" * 80 + "\n"
-               + "f".ljust(21) + "".ljust(26) + "one\n"
-               + "".ljust(47) + "two\n"
-               + "".ljust(47) + "three\n")
-    for name, text in (("rdma/a", "#!/bin/sh\ncat <<'EOF' >&2\n" + listing + "EOF\n"),
-                       ("rdma/up.sh", "#!/bin/sh\n")):
-        p = write(os.path.join(kdir, name), text)
-        os.chmod(p, os.stat(p).st_mode | stat.S_IXUSR)
+    # manifest build: installed programs and their -l lists (the fixture
+    # is made above, before the checks that name cases from it)
     m = write(os.path.join(tmp, "manifest"), MANIFEST)
 
     def build():
@@ -316,10 +424,51 @@ ok 1 selftests: rdma: c.sh # SKIP\r
     ok(rc == 1 and any("lists 2 cases, the manifest expects 3" in x
                        for x in nots(out)),
        "manifest build: a binary with other cases than listed fails", out)
+    write(os.path.join(kdir, "rdma/a"), "#!/bin/sh\ncat <<'EOF' >&2\n" +
+          listing.replace("three\n", "four\n") + "EOF\n")
+    rc, out = build()
+    ok(rc == 1 and "rdma/a lists 3 cases, the manifest expects 3" in out and
+       any("rdma/a -l names the manifest's cases: other names than the "
+           f"manifest's {A_HASH}: `cases | rdma:a.sh | "
+           f"{names_hash('f.one', 'f.two', 'f.four')}`" in x
+           for x in nots(out)),
+       "manifest build: a binary with a case renamed (same count) fails, "
+       "giving the new cases line", out)
+    write(os.path.join(kdir, "rdma/a"), "#!/bin/sh\ncat <<'EOF' >&2\n" +
+          listing + "EOF\n")
     write(os.path.join(kdir, "kselftest-list.txt"), "rdma:a.sh\n")
     rc, out = build()
     ok(rc == 1 and any("rdma:up.sh: installed" in x for x in nots(out)),
        "manifest build: a program missing from kselftest-list.txt fails", out)
+
+    # Regenerating the case names: from the binaries, from a run.
+    rc, out, err = run(os.path.join(S, "manifest.py"), "--manifest", m,
+                       "cases", kdir)
+    ok(rc == 0 and out == f"cases | rdma:a.sh | {A_HASH}\n",
+       "manifest cases: the cases lines, from the binaries' -l", out + err)
+    rc, out, err = run(os.path.join(S, "manifest.py"), "--manifest", m,
+                       "cases", kdir, "rdma:a.sh", "rdmatool")
+    ok(rc == 0 and out == "f.one\nf.two\nf.three\nshows the MR (lkey *)\n",
+       "manifest cases NAME...: the names, from -l or the case lines",
+       out + err)
+    raw = write(os.path.join(tmp, "raw"), GOOD_DEBUG.replace(
+        "ok - kunit:suite: case_a", "ok - kunit:suite: case_b") +
+        "ok - rdma:a.sh[X=1]: f.one\nok - rdma:a.sh[X=1]: f.two\n"
+        "ok - rdma:a.sh[X=1]: f.three\n")
+    rc, out, err = run(os.path.join(S, "manifest.py"), "--manifest", m,
+                       "suggest", "debug", raw)
+    want = [f"cases | rdma:a.sh | {A_HASH}",
+            "case | drivers/dma-buf:m | x", "case | drivers/dma-buf:m | y",
+            "case | kunit:suite | case_b",
+            "case | kunit:suite | rmmod suite_kunit",
+            "case | rdmatool | shows the MR (lkey *)"]
+    lines = out.splitlines()
+    ok(rc == 0 and all(x in lines for x in want) and
+       not any(x.startswith("case | rdma:up.sh") or "[X=1]" in x and
+               x.startswith("case") for x in lines),
+       "manifest suggest: case lines (keeping a \"*\"), a hash for a "
+       "kselftest_harness program, none for a script or a second run",
+       out + err)
 
     # the README's table
     rd = os.path.join(tmp, "README.md")

@@ -77,8 +77,8 @@ tapstep() {
 # 0) is NAME-vm.tap; its results, KUnit (debug kernel), kselftests and the
 # rdma tool check, one line each named "PROGRAM: CASE" (NAME.results), are
 # checked against scripts/test-manifest.txt into NAME.tap: the number of
-# results of each program and every skip must be what it says for this
-# kernel.
+# results of each program, which cases they are, and every skip must be
+# what it says for this kernel.
 guest() {
 	local kind=$1 name=guest-$1
 	local kunit=
@@ -115,7 +115,8 @@ guest() {
 		sed -n 's/^rdmacore: \(not ok\|ok\) [0-9]* - /\1 - rdmacore: /p' "$log"
 	} 2>/dev/null | tr -d '\r' > "$res/$name.results"
 	python3 "$top/scripts/manifest.py" check "$kind" "$res/$name.results" \
-		--select "$KSELFTEST_RUN" --kunit "$kunit" > "$res/$name.tap"
+		--select "$KSELFTEST_RUN" --kunit "$kunit" \
+		--kselftest-dir "$top/build/kselftest" > "$res/$name.tap"
 	grep -v '^TAP' "$res/$name.tap" | sed "s/^/  [$kind] /"
 	# How long each kselftest took (scripts/vm.sh's out.times).
 	awk '{ sub(/\r$/, ""); t = $1; $1 = ""; sub(/^ /, "") }
