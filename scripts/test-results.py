@@ -5,12 +5,17 @@
 scripts/tap-sum.py (what counts as passed), scripts/ktap-flatten.py (a
 program's exit code), scripts/tap-close.py (a host step's exit code and
 plan), scripts/manifest.py (the expected results: counts, case names,
-skips, the kselftest build, the README's table) and the result class of
-scripts/vm/rdma-core-tests.sh. Each case feeds good or bad input and
-checks the verdict; most cases are bad input that must fail.
+skips, the kselftest build, the README's table), scripts/guest-times.py
+(time used of each limit), the result class of
+scripts/vm/rdma-core-tests.sh, and scripts/test.sh and .ci/run themselves
+in a copy of the repository's scripts whose steps, make and QEMU
+(scripts/vm.sh) are stand-ins: what a run that ran less, or whose guest
+command failed, sums to. Each case feeds good or bad input and checks the
+verdict; most cases are bad input that must fail.
 """
 import hashlib
 import os
+import shutil
 import stat
 import subprocess
 import sys
@@ -543,6 +548,260 @@ class DmaBufMRTest(unittest.TestCase):
        tot == "1 passed, 2 failed, 1 skipped",
        "rdma-core-tests.sh: a test marked to fail is not ok, whether it "
        "fails or passes", out)
+
+    # scripts/guest-times.py: time used of each limit.
+    otimes = write(os.path.join(tmp, "out.times"), """\
+3 guest: rdma-core rxe provider: patched
+10 # selftests: rdma: fast.sh\r
+15 ok 1 selftests: rdma: fast.sh\r
+20 # selftests: rdma: slow.sh
+40 # # time: revoke window 6000 ms of 10000 ms
+171 ok 2 selftests: rdma: slow.sh
+171 # selftests: rdma: cap.sh
+400 not ok 3 selftests: rdma: cap.sh # TIMEOUT 300 seconds
+400 # selftests: rdma: fast.sh[X=1]
+450 ok 4 selftests: rdma: fast.sh[X=1]
+451 # time: setup 500 ms of 1000 ms
+""")
+
+    def gtimes(*extra):
+        rc, out, err = run(os.path.join(S, "guest-times.py"), "times",
+                           otimes, *extra)
+        return rc, out + err
+    rc, out = gtimes("--override", "300", "--limit", "rdma:cap.sh=320",
+                     "--limit", "rdma:fast.sh=100")
+    ok(rc == 0 and out.splitlines() == [
+        "rdma:fast.sh 5 s of 100 s",
+        "rdma:slow.sh: revoke window 6000 ms of 10000 ms",
+        "rdma:slow.sh 151 s of 300 s",
+        "rdma:cap.sh 229 s of 300 s",
+        "rdma:fast.sh[X=1] 50 s of 100 s",
+        "setup 500 ms of 1000 ms"],
+       "guest-times: each kselftest's time and limit (-o, a lower limit of "
+       "its own, a second run), and the tests' own time lines", out)
+    os.makedirs(os.path.join(tmp, "ks-settings", "rdma"))
+    write(os.path.join(tmp, "ks-settings", "rdma", "settings"),
+          "# comment\ntimeout=200\n")
+    rc, out = gtimes("--kselftest-dir", os.path.join(tmp, "ks-settings"))
+    ok(rc == 0 and "rdma:slow.sh 151 s of 200 s" in out,
+       "guest-times: without -o, the collection's settings file's timeout",
+       out)
+    rc, out = gtimes()
+    ok(rc == 0 and "rdma:slow.sh 151 s of 45 s" in out,
+       "guest-times: without either, the runner's 45 s", out)
+    td = os.path.join(tmp, "times")
+    os.makedirs(td)
+    rc, out = gtimes("--override", "300", "--limit", "rdma:fast.sh=100")
+    gd = write(os.path.join(td, "guest-debian.times"), out)
+    gg = write(os.path.join(td, "guest-debug.times"),
+               "rdma:fast.sh 90 s of 100 s\nrdma:only.sh 1 s of 300 s\n")
+    rc, out, err = run(os.path.join(S, "guest-times.py"), "warn", gd, gg)
+    ok(rc == 0 and out.splitlines() == [
+        "warning: guest debian: rdma:slow.sh: revoke window took 6000 ms of "
+        "its 10000 ms limit (60%, more than half)",
+        "warning: guest debian: rdma:slow.sh took 151 s of its 300 s limit "
+        "(50%, more than half)",
+        "warning: guest debian: rdma:cap.sh took 229 s of its 300 s limit "
+        "(76%, more than half)",
+        "warning: guest debug: rdma:fast.sh took 90 s of its 100 s limit "
+        "(90%, more than half)"],
+       "guest-times warn: more than half a limit, and only that (50 of 100 "
+       "and 500 of 1000 ms are not)", out + err)
+    rc, out, err = run(os.path.join(S, "guest-times.py"), "table", gd, gg)
+    ok(rc == 0 and "| program | debian | debug |" in out and
+       "| `rdma:fast.sh` | 5 s of 100 (5%) | **90 s of 100 (90%)** |" in out
+       and "| `rdma:only.sh` | - | 1 s of 300 (0%) |" in out,
+       "guest-times table: a row per program, a column per guest", out + err)
+
+    # scripts/test.sh and .ci/run, in a copy of the scripts with stand-ins
+    # for every step's work, make and scripts/vm.sh (QEMU).
+    def standin(name):
+        """A copy of the accounting scripts; everything else stands in."""
+        root = os.path.join(tmp, name)
+        sd = os.path.join(root, "scripts")
+        os.makedirs(os.path.join(sd, "vm"))
+        os.makedirs(os.path.join(root, ".ci"))
+        for f in ("test.sh", "tap-sum.py", "tap-close.py", "manifest.py",
+                  "dkms-tap.py", "ktap-flatten.py", "guest-times.py"):
+            if os.path.exists(os.path.join(S, f)):
+                shutil.copy(os.path.join(S, f), sd)
+        shutil.copy(os.path.join(TOP, ".ci", "run"),
+                    os.path.join(root, ".ci"))
+        passing = "echo 'TAP version 13'; echo 1..1; echo 'ok 1 stand-in'\n"
+        for f in ("test-vm-retry.sh", "test-series.sh", "series-check.sh",
+                  "base-check.sh", "oot.sh", "kernel.sh", "lint.sh",
+                  "docs.sh", "rdma-core.sh", "rdma-core-pr.sh", "iproute2.sh",
+                  "bench-smoke.sh", "deps.sh"):
+            write(os.path.join(sd, f), "#!/bin/bash\n" + passing)
+        for f in ("test-results.py", "test-bench-report.py"):
+            write(os.path.join(sd, f), "import os\nos.system(%r)\n" % passing)
+        write(os.path.join(sd, "vm", "run-tests.sh"),
+              'cd "$KSELFTEST_DIR" && ./run_kselftest.sh -o 300 "${args[@]}"\n')
+        write(os.path.join(sd, "vm.sh"), """#!/bin/bash
+# stand-in: the guest's output from $FAKE_GUEST, exit status $FAKE_VM_RC
+while getopts k:t:n: o; do [ "$o" = n ] && name=$OPTARG; done
+run=$(cd "$(dirname "$0")/.." && pwd)/build/vm/$name
+mkdir -p "$run"
+cp "$FAKE_GUEST/out.log" "$FAKE_GUEST/out.times" "$run/"
+exit "${FAKE_VM_RC:-0}"
+""")
+        write(os.path.join(sd, "test-manifest.txt"),
+              "program | all | rdma:up.sh | 1 | rdma/up.sh\n"
+              "program | all | rdmatool | 1 | -\n"
+              "case | rdmatool | shows the MR (lkey *)\n")
+        bindir = os.path.join(root, "bin")
+        os.makedirs(bindir)
+        write(os.path.join(bindir, "make"), """#!/bin/bash
+# stand-in: make kselftest installs one script; make test does what
+# FAKE_MAKE_TEST says and records TEST_VM_STEPS
+top=.
+while [ $# -gt 0 ]; do
+	case $1 in -C) top=$2; shift ;; -*) ;; *) target=$1 ;; esac
+	shift
+done
+case $target in
+kselftest)
+	k=$top/build/kselftest
+	mkdir -p "$k/rdma"
+	printf '#!/bin/sh\\n' > "$k/rdma/up.sh"
+	printf '#!/bin/sh\\n' > "$k/run_kselftest.sh"
+	chmod +x "$k/rdma/up.sh" "$k/run_kselftest.sh"
+	echo rdma:up.sh > "$k/kselftest-list.txt" ;;
+test)
+	echo "${TEST_VM_STEPS-unset}" > "$FAKE_DIR/test-vm-steps"
+	eval "$FAKE_MAKE_TEST" ;;
+esac
+""")
+        for f in ("make", ):
+            os.chmod(os.path.join(bindir, f), 0o755)
+        for f in os.listdir(sd):
+            if f.endswith(".sh"):
+                os.chmod(os.path.join(sd, f), 0o755)
+        os.chmod(os.path.join(sd, "vm", "run-tests.sh"), 0o755)
+        os.chmod(os.path.join(root, ".ci", "run"), 0o755)
+        rc, tbl, _ = run(os.path.join(sd, "manifest.py"), "table")
+        write(os.path.join(root, "README.md"), f"{begin}\n{tbl}{end}\n")
+        subprocess.run(["make", "-C", root, "kselftest"], env=dict(
+            os.environ, PATH=f"{bindir}:{os.environ['PATH']}"))
+        guest = os.path.join(root, "guest")
+        os.makedirs(guest)
+        return root, guest
+
+    def fake_guest(guest, lines, times="0 # selftests: rdma: up.sh\n"
+                   "5 ok 1 selftests: rdma: up.sh\n", rc=0):
+        write(os.path.join(guest, "out.log"), "".join(
+            x + "\n" for x in lines + [f"REVOKE-VM-EXIT {rc}"]))
+        write(os.path.join(guest, "out.times"), times)
+
+    GUEST_OK = ["# selftests: rdma: up.sh", "ok 1 selftests: rdma: up.sh",
+                "rdmatool: ok 1 - shows the MR (lkey 7)"]
+
+    def test_sh(root, guest, *steps, env=None, vm_rc=0):
+        e = {k: v for k, v in os.environ.items()
+             if k not in ("TEST_PREP_STEPS", "TEST_BG_STEPS",
+                          "TEST_VM_STEPS", "TEST_OVERLAP", "KSELFTEST_RUN",
+                          "KUNIT_SUITES", "KSELFTEST_TARGETS")}
+        e.update(PATH=f"{root}/bin:{os.environ['PATH']}", FAKE_GUEST=guest,
+                 FAKE_VM_RC=str(vm_rc), **(env or {}))
+        r = subprocess.run([os.path.join(root, "scripts", "test.sh"),
+                            *steps], env=e, capture_output=True, text=True)
+        last = (r.stdout.strip().splitlines() or [""])[-1]
+        return r.returncode, last, r.stdout + r.stderr
+
+    def tap_of(root, name):
+        try:
+            with open(os.path.join(root, "build", "results",
+                                   f"{name}.tap")) as f:
+                return f.read()
+        except OSError:
+            return ""
+
+    root, guest = standin("standin")
+    fake_guest(guest, GUEST_OK)
+    rc, last, out = test_sh(root, guest)
+    ok(rc == 0 and last.endswith(" passed, 0 failed") and
+       tap_of(root, "guest-debug-vm").startswith("TAP") and
+       not os.path.exists(os.path.join(root, "build", "results",
+                                       "steps-not-run.tap")),
+       "test.sh (stand-ins): the default run with every step passing passes",
+       out)
+    rc, last, out = test_sh(root, guest, env={"TEST_VM_STEPS": ""})
+    notrun = tap_of(root, "steps-not-run")
+    ok(rc == 1 and not last.endswith(" 0 failed") and
+       all(f"step {x} did not run" in notrun
+           for x in ("guest-debian", "bench", "guest-debug")),
+       "test.sh (stand-ins): TEST_VM_STEPS= (no guest) is no pass of the "
+       "default run", out)
+    rc, last, out = test_sh(root, guest, env={
+        "TEST_PREP_STEPS": "", "TEST_BG_STEPS": "", "TEST_VM_STEPS": ""})
+    ok(rc == 1 and last != "0 passed, 0 failed" and
+       not last.endswith(" 0 failed"),
+       "test.sh (stand-ins): every step list empty: no result is no pass",
+       out)
+    fake_guest(guest, GUEST_OK[:2] + [
+        "rdmatool: not ok 1 - shows the MR (lkey 7)"], rc=1)
+    rc, last, out = test_sh(root, guest, "guest-debian", vm_rc=3)
+    ok(rc == 1 and last == "4 passed, 1 failed" and
+       tap_of(root, "guest-debian-vm").count("\nok 1 ") == 1,
+       "test.sh (stand-ins): a test that fails in the guest counts once, "
+       "not again in the run's own result (vm.sh exit 3)", out)
+    fake_guest(guest, GUEST_OK, rc=1)
+    rc, last, out = test_sh(root, guest, "guest-debian", vm_rc=3)
+    ok(rc == 1 and last == "4 passed, 1 failed" and
+       "its command exited 1 with no failed result" in
+       tap_of(root, "guest-debian-vm"),
+       "test.sh (stand-ins): a guest command that fails with no failed "
+       "result fails the run's own result", out)
+    fake_guest(guest, [], rc=1)
+    rc, last, out = test_sh(root, guest, "guest-debian", vm_rc=3)
+    ok(rc == 1 and "no result, the manifest expects" in
+       tap_of(root, "guest-debian"),
+       "test.sh (stand-ins): a guest command that fails before any result "
+       "fails (the manifest check)", out)
+    fake_guest(guest, GUEST_OK[:2] + [
+        "rdmatool: not ok 1 - shows the MR (lkey 7)"], rc=1)
+    rc, last, out = test_sh(root, guest, "guest-debian", vm_rc=1)
+    ok(rc == 1 and last == "3 passed, 2 failed" and
+       tap_of(root, "guest-debian-vm").count("\nnot ok 1 ") == 1,
+       "test.sh (stand-ins): a splat, timeout or no boot (vm.sh exit 1) "
+       "fails the run's own result too", out)
+    fake_guest(guest, GUEST_OK, times="10 # selftests: rdma: up.sh\n"
+               "50 # # time: revoke window 6000 ms of 10000 ms\n"
+               "200 ok 1 selftests: rdma: up.sh\n")
+    rc, last, out = test_sh(root, guest, "guest-debian", "guest-debug")
+    md = os.path.join(root, "build", "results", "times.md")
+    ok(rc == 0 and "warning: guest debian: rdma:up.sh took 190 s of its "
+       "300 s limit (63%, more than half)" in out and
+       "warning: guest debug: rdma:up.sh: revoke window took 6000 ms of "
+       "its 10000 ms limit" in out and os.path.exists(md) and
+       "| program | debian | debug |" in open(md).read(),
+       "test.sh (stand-ins): a program over half its limit is a warning, "
+       "not a failure; times.md has each guest's times", out)
+
+    def ci(env=None, make_test=""):
+        e = {k: v for k, v in os.environ.items()
+             if not k.startswith("TEST_")}
+        e.update(PATH=f"{root}/bin:{os.environ['PATH']}", FAKE_DIR=tmp,
+                 FAKE_MAKE_TEST=make_test, **(env or {}))
+        r = subprocess.run([os.path.join(root, ".ci", "run")], env=e,
+                           capture_output=True, text=True)
+        last = (r.stdout.strip().splitlines() or [""])[-1]
+        return r.returncode, last, r.stdout + r.stderr
+    res = os.path.join(root, "build", "results")
+    write(os.path.join(res, "old.tap"), "TAP version 13\n1..1\nok 1 old\n")
+    rc, last, out = ci(make_test="echo 'make: *** [tree] Error 2'; exit 2")
+    ok(rc != 0 and last == "0 passed, 1 failed",
+       ".ci/run (stand-ins): make test stopping before scripts/test.sh "
+       "sums no earlier run's TAP files", out)
+    rc, last, out = ci(env={"TEST_VM_STEPS": "", "TEST_BG_STEPS": ""},
+                       make_test=f"cp {os.path.join(tmp, 'e1.tap')} "
+                       f"{res}/ && printf 'TAP version 13\\n1..1\\nok 1 x\\n'"
+                       f" > {res}/x.tap")
+    with open(os.path.join(tmp, "test-vm-steps")) as f:
+        seen = f.read().strip()
+    ok(seen == "unset" and rc == 1 and last == "1 passed, 1 failed",
+       ".ci/run (stand-ins): unsets TEST_*_STEPS; a TAP file without "
+       "results fails", out)
 
     # the real manifest
     rc, out, err = run(os.path.join(S, "manifest.py"), "table")

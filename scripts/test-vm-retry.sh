@@ -1,9 +1,11 @@
 #!/bin/bash
-# scripts/vm.sh's VM_BOOT_RETRY, with a stand-in for qemu-system-x86_64 on
-# PATH (no guest boots): a guest that dies with "Oops: int3" before its
-# init ran is booted once more under MTTCG with VM_BOOT_RETRY=1, and only
-# then; a second such death, or the same without VM_BOOT_RETRY or under
-# single-threaded TCG, fails the run. Prints TAP.
+# scripts/vm.sh's VM_BOOT_RETRY and exit status, with a stand-in for
+# qemu-system-x86_64 on PATH (no guest boots): a guest that dies with
+# "Oops: int3" before its init ran is booted once more under MTTCG with
+# VM_BOOT_RETRY=1, and only then; a second such death, or the same without
+# VM_BOOT_RETRY or under single-threaded TCG, fails the run. A guest whose
+# command exits non-zero gives exit status 3, unless it also splats (1).
+# Prints TAP.
 set -u
 top=$(cd "$(dirname "$0")/.." && pwd)
 tmp=$(mktemp -d)
@@ -24,7 +26,8 @@ if [ "$n" -le "$FAKE_CRASHES" ]; then
 	exit 0
 fi
 echo "[    1.000000] booted" >> "$con"
-echo "REVOKE-VM-EXIT 0" >> "$out"
+[ -z "${FAKE_SPLAT:-}" ] || echo "[    1.500000] BUG: $FAKE_SPLAT" >> "$con"
+echo "REVOKE-VM-EXIT ${FAKE_EXIT:-0}" >> "$out"
 FAKE
 chmod +x "$tmp/qemu-system-x86_64"
 n=0 failed=0
@@ -59,5 +62,11 @@ case_ "under single-threaded TCG it is not retried" \
 	1 1 1 VM_TCG_THREAD=single VM_BOOT_RETRY=1
 case_ "a clean boot is booted once" \
 	0 0 1 VM_TCG_THREAD=multi VM_BOOT_RETRY=1
+case_ "a command that exits non-zero in a clean guest: exit status 3" \
+	0 3 1 FAKE_EXIT=1
+case_ "a command that exits non-zero in a guest that splats: exit status 1" \
+	0 1 1 FAKE_EXIT=1 FAKE_SPLAT=oops
+case_ "a command that exits 0 in a guest that splats: exit status 1" \
+	0 1 1 FAKE_SPLAT=oops
 echo "1..$n"
 exit $failed

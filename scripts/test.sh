@@ -13,6 +13,9 @@
 #   the debug kernel's build, lint and series next to the guests instead
 #   (not the default: untried on a fresh machine, and the guests' race
 #   tests would share their core with a build).
+#   A step that was to run and did not (the default run with fewer steps
+#   through TEST_*_STEPS, below) is a failure, and so are no results at
+#   all: only the whole run sums to a pass.
 set -u
 
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -22,11 +25,17 @@ mkdir -p "$res"
 # The base kernel (kernel-base, guest-base) is not in it: results/README.md,
 # "Measurements".
 # (TEST_PREP_STEPS, TEST_BG_STEPS, TEST_VM_STEPS replace them, to try the
-# overlap with fewer steps.)
-prep_steps=${TEST_PREP_STEPS-manifest oot kselftest rdma-core iproute2 userspace docs}
-bg_steps=${TEST_BG_STEPS-kernel-debug lint series}
-vm_steps=${TEST_VM_STEPS-guest-debian bench guest-debug}
+# overlap with fewer steps; each default step they leave out then counts
+# as a failure. .ci/run unsets them.)
+default_prep="manifest oot kselftest rdma-core iproute2 userspace docs"
+default_bg="kernel-debug lint series"
+default_vm="guest-debian bench guest-debug"
+prep_steps=${TEST_PREP_STEPS-$default_prep}
+bg_steps=${TEST_BG_STEPS-$default_bg}
+vm_steps=${TEST_VM_STEPS-$default_vm}
 steps=${*:-$prep_steps $bg_steps $vm_steps}
+# The steps that must have run, each written to step-times when it ends.
+want_steps=${*:-$default_prep $default_bg $default_vm}
 export KSELFTEST_TARGETS=${KSELFTEST_TARGETS:-rdma drivers/dma-buf}
 # What the guests run: kselftest collections, or COLLECTION:TEST. Not
 # drivers/dma-buf:udmabuf, upstream's, which needs 2 GiB of 2 MiB huge
@@ -73,12 +82,25 @@ tapstep() {
 	return $rc
 }
 
-# A guest run: the run itself (booted, no splat, no timeout, command exit
-# 0) is NAME-vm.tap; its results, KUnit (debug kernel), kselftests and the
-# rdma tool check, one line each named "PROGRAM: CASE" (NAME.results), are
-# checked against scripts/test-manifest.txt into NAME.tap: the number of
-# results of each program, which cases they are, and every skip must be
-# what it says for this kernel.
+# The kselftest runner's time limit in the guests: run-tests.sh's
+# run_kselftest.sh -o (which overrides the collections' settings files).
+# dmabuf_mr_stress runs for its default 20 s (make test sets no
+# DMABUF_MR_STRESS_SECS) within its own limit of that + 300 s.
+runner_limit=$(sed -n 's/.*run_kselftest\.sh -o \([0-9][0-9]*\).*/\1/p' \
+	"$top/scripts/vm/run-tests.sh" | head -n1)
+limits=(--limit "rdma:rxe_dmabuf_mr_stress.sh=$((20 + 300))")
+
+# A guest run: its results, KUnit (debug kernel), kselftests, the rdma
+# tool check and rdma-core's tests, one line each named "PROGRAM: CASE"
+# (NAME.results), are checked against scripts/test-manifest.txt into
+# NAME.tap: the number of results of each program, which cases they are,
+# and every skip must be what it says for this kernel. The run itself is
+# NAME-vm.tap: it passes when the guest booted, ran its command to its end
+# with no splat and no timeout (scripts/vm.sh exit 0), or when only the
+# command failed (exit 3) and a failed result in NAME.tap says why, so
+# that one failing test counts once. How long each kselftest took, against
+# its limit, is NAME.times (and build/results/times.md, for
+# results/README.md): a warning for one that used more than half.
 guest() {
 	local kind=$1 name=guest-$1
 	local kunit=
@@ -102,8 +124,11 @@ guest() {
 		single "$name" "guest $kind: kselftests installed" false
 		return
 	fi
-	single "$name-vm" "guest $kind: boots, runs, no splat, no timeout" \
-		"$top/scripts/vm.sh" -k "$kind" -n "$name" -t "${VM_TIMEOUT:-1500}" -- "$cmd"
+	local start=$EPOCHSECONDS rc
+	"$top/scripts/vm.sh" -k "$kind" -n "$name" -t "${VM_TIMEOUT:-1500}" -- "$cmd" \
+		> "$res/$name-vm.log" 2>&1
+	rc=$?
+	local secs=$((EPOCHSECONDS - start))
 	local log=$top/build/vm/$name/out.log
 	{
 		# scripts/vm/kunit.sh: "kunit: ok - SUITE: CASE"
@@ -117,15 +142,33 @@ guest() {
 	python3 "$top/scripts/manifest.py" check "$kind" "$res/$name.results" \
 		--select "$KSELFTEST_RUN" --kunit "$kunit" \
 		--kselftest-dir "$top/build/kselftest" > "$res/$name.tap"
+	{
+		echo "TAP version 13"
+		echo "1..1"
+		local what="guest $kind: boots, runs, no splat, no timeout"
+		local cmd_rc
+		cmd_rc=$(sed -n 's/^REVOKE-VM-EXIT \([0-9]*\).*/\1/p' "$log" 2>/dev/null | tail -n1)
+		if [ $rc = 0 ]; then
+			echo "ok 1 $what (${secs}s)"
+		elif [ $rc = 3 ] && ! python3 "$top/scripts/tap-sum.py" "$res/$name.tap" > /dev/null 2>&1; then
+			echo "ok 1 $what (${secs}s; its command exited $cmd_rc: the failures are $name's)"
+		else
+			if [ $rc = 3 ]; then
+				echo "not ok 1 $what: its command exited $cmd_rc with no failed result (${secs}s)"
+			else
+				echo "not ok 1 $what (vm.sh exit $rc, ${secs}s)"
+			fi
+			tail -n 40 "$res/$name-vm.log" | sed 's/^/# /'
+		fi
+	} > "$res/$name-vm.tap"
+	cat "$res/$name-vm.tap"
 	grep -v '^TAP' "$res/$name.tap" | sed "s/^/  [$kind] /"
 	# How long each kselftest took (scripts/vm.sh's out.times).
-	awk '{ sub(/\r$/, ""); t = $1; $1 = ""; sub(/^ /, "") }
-	     /^# selftests: / { start[$3 $4] = t }
-	     /^(not )?ok [0-9]+ selftests: / {
-		sub(/^(not )?ok [0-9]+ selftests: /, ""); k = $1 $2
-		if (k in start) printf "%s %d s\n", k, t - start[k] }' \
-		"$top/build/vm/$name/out.times" 2>/dev/null > "$res/$name.times"
+	python3 "$top/scripts/guest-times.py" times "$top/build/vm/$name/out.times" \
+		${runner_limit:+--override "$runner_limit"} \
+		--kselftest-dir "$top/build/kselftest" "${limits[@]}" > "$res/$name.times"
 	sed "s/^/  [$kind] time: /" "$res/$name.times"
+	python3 "$top/scripts/guest-times.py" warn "$res/$name.times" | sed 's/^/  /'
 }
 
 run_step() {
@@ -235,7 +278,8 @@ run_step() {
 }
 
 
-rm -f "$res"/*.tap "$res/step-times" "$res/background.log"
+rm -f "$res"/*.tap "$res"/guest-*.times "$res/times.md" "$res/step-times" \
+	"$res/background.log"
 if [ -n "$*" ] || [ "${TEST_OVERLAP:-0}" = 0 ]; then
 	for step in $steps; do
 		run_step "$step"
@@ -273,11 +317,36 @@ else
 	rm -f "$res/.kernel-debug.done"
 fi
 
+# Every step that was to run did (the default run: all of make test's).
+missing=()
+for step in $want_steps; do
+	grep -q "^$step " "$res/step-times" 2>/dev/null || missing+=("$step")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+	{
+		echo "TAP version 13"
+		echo "1..${#missing[@]}"
+		for step in "${missing[@]}"; do
+			echo "not ok - step $step did not run (TEST_PREP_STEPS, TEST_BG_STEPS or TEST_VM_STEPS left it out?): no TAP file of it"
+		done
+	} > "$res/steps-not-run.tap"
+fi
+
 log "totals"
 echo "  seconds per step (wall; background steps overlap the guests):"
-sed 's/^/    /' "$res/step-times"
-files=$(ls "$res"/*.tap)
+sed 's/^/    /' "$res/step-times" 2>/dev/null
+times=$(ls "$res"/guest-*.times 2>/dev/null)
+if [ -n "$times" ]; then
+	# shellcheck disable=SC2086 # one file per word
+	python3 "$top/scripts/guest-times.py" table $times > "$res/times.md"
+	echo "  time per program and guest: $res/times.md"
+	# shellcheck disable=SC2086
+	python3 "$top/scripts/guest-times.py" warn $times | sed 's/^/  /'
+fi
+files=$(ls "$res"/*.tap 2>/dev/null)
 for f in $files; do
 	printf '  %-28s %s\n' "$(basename "$f" .tap)" "$(python3 "$top/scripts/tap-sum.py" "$f" 2>/dev/null)"
 done
+# No TAP file at all is a failure too (tap-sum.py).
+# shellcheck disable=SC2086
 python3 "$top/scripts/tap-sum.py" $files

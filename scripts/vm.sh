@@ -2,6 +2,11 @@
 # Boot a kernel under QEMU with the host root as a read-only 9p root (tmpfs
 # overlay on top), run a command inside, stream its output, and fail on a
 # guest splat, a timeout or a non-zero exit.
+# Exit status: 0 when all went well; 3 when the guest booted and reported,
+# with no splat and no timeout, and only the command exited non-zero (a
+# caller whose command's results say which test failed counts that once:
+# scripts/test.sh); 2 for a usage error; 1 for everything else (no boot,
+# a splat, a timeout, QEMU killed).
 #
 # usage: scripts/vm.sh [-k debian|stock|base|debug | -K IMAGE -M MODDIR]
 #                      [-t SECONDS] [-n NAME] -- CMD...
@@ -254,7 +259,7 @@ qrc=$?
 set -e
 secs=$(( $(date +%s) - start ))
 
-fail=
+fail='' cmd_only=''
 rc=$(sed -n 's/^REVOKE-VM-EXIT \([0-9]*\).*/\1/p' "$run/out.log" | tail -n1)
 if [ "$qrc" = 124 ] || { [ "$qrc" = 137 ] && [ "$secs" -ge "$timeout" ]; }; then
 	fail="timed out after ${timeout}s"
@@ -264,15 +269,18 @@ elif [ -z "$rc" ]; then
 	fail="guest ended without reporting (qemu exit $qrc)"
 elif [ "$rc" != 0 ]; then
 	fail="command exited $rc"
+	cmd_only=1
 fi
 # Splats (scripts/vm/splat-patterns, which the guest init also looks for
 # in its own kernel log: a message below the console's log level, or one
 # the console dropped, is in dmesg but not on the serial console).
 if grep -aEq -f "$top/scripts/vm/splat-patterns" "$run/console.log"; then
 	fail="${fail:+$fail; }kernel splat in the guest log"
+	cmd_only=
 fi
 if grep -aq '^REVOKE-VM-SPLAT' "$run/out.log"; then
 	fail="${fail:+$fail; }the guest found a kernel splat in its dmesg"
+	cmd_only=
 fi
 if [ -n "$fail" ] && [ "${VM_BOOT_RETRY:-0}" = 1 ] &&
    [ "${VM_TCG_THREAD:-single}" = multi ] && [ ! -s "$run/out.log" ] &&
@@ -286,6 +294,7 @@ if [ -n "$fail" ]; then
 	echo "vm: FAILED: $fail ($secs s); guest kernel log (last 150 lines):" >&2
 	tail -n 150 "$run/console.log" >&2
 	[ -s "$run/qemu.log" ] && { echo "vm: qemu said:" >&2; cat "$run/qemu.log" >&2; }
+	[ -n "$cmd_only" ] && exit 3
 	exit 1
 fi
 echo "vm: ok ($secs s)" >&2
