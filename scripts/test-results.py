@@ -15,6 +15,7 @@ verdict; most cases are bad input that must fail.
 """
 import hashlib
 import os
+import re
 import shutil
 import stat
 import subprocess
@@ -117,17 +118,20 @@ with tempfile.TemporaryDirectory() as tmp:
         rc, out = tapsum(tmp, f"TAP version 13\n1..2\nok 1 a\n"
                               f"ok 2 - b # {directive}\n")
         ok(rc == 1 and out == "1 passed, 1 failed",
-           f"tap-sum: ok # {directive} is a failure", out)
+           f"tap-sum: an ok with the directive {directive!r} is a failure",
+           out)
     rc, out = tapsum(tmp, "TAP version 13\n1..2\nok 1 a\nnot ok 2 b # SKIP x\n")
     ok(rc == 1 and out == "1 passed, 1 failed",
-       "tap-sum: not ok # SKIP is a failure, not a skip", out)
+       "tap-sum: a not ok with a SKIP directive is a failure, not a skip",
+       out)
     rc, out = tapsum(tmp, "TAP version 13\n1..1\nok 1 issue#23 fixed\n")
     ok(rc == 0 and out == "1 passed, 0 failed",
-       "tap-sum: a # inside a word is no directive", out)
-    for plan in ("1..0", "1..0 # SKIP nothing to do"):
+       "tap-sum: a hash sign inside a word is no directive", out)
+    for plan, what in (("1..0", "a 1..0 plan"),
+                       ("1..0 # SKIP nothing to do", "a 1..0 plan that skips")):
         rc, out = tapsum(tmp, f"TAP version 13\n{plan}\n")
         ok(rc == 1 and out == "0 passed, 1 failed",
-           f"tap-sum: a {plan!r} plan, no result, is a failure", out)
+           f"tap-sum: {what}, no result, is a failure", out)
     rc, out, err = run(os.path.join(S, "tap-sum.py"))
     ok(rc == 1 and out.strip() == "0 passed, 1 failed",
        "tap-sum: no TAP file at all is a failure", out + err)
@@ -808,6 +812,10 @@ esac
     ok(rc == 0 and "| **all** |" in out, "scripts/test-manifest.txt loads",
        out + err)
 
+# tap-sum.py reads a directive into a name with " #" in it.
+bad = [name for _, name, _ in results if re.search(r"(^|\s)#", name)]
+ok(not bad, "test-results.py: no test name holds a TAP directive",
+   "\n".join(bad))
 print("TAP version 13")
 print(f"1..{len(results)}")
 n_fail = 0
