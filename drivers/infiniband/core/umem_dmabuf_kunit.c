@@ -337,7 +337,9 @@ static struct race_point *race_point(struct kunit *test)
 /*
  * Release first: ib_umem_release() has run the callback and is in the
  * exporter's unpin, holding the reservation lock. A revoke starts and is
- * let go only once it waits for that lock.
+ * let go only once it waits for that lock. Whether it then finds the
+ * attachment still listed (revoked) or already detached depends on who
+ * takes the lock next; test_driver_revoke_then_exporter makes the first.
  */
 static void pause_release_first(struct dma_buf *dmabuf,
 				enum dmabuf_mock_point point)
@@ -428,6 +430,32 @@ static void revoke_first_desc(const bool *p, char *desc)
 }
 
 KUNIT_ARRAY_PARAM(revoke_first, revoke_first_params, revoke_first_desc);
+
+/*
+ * The driver revoked the umem itself, as a dereg does before it frees the
+ * key, and has not released it yet: the exporter's revoke finds the
+ * attachment there, revoked, and must not call the driver again.
+ */
+static void test_driver_revoke_then_exporter(struct kunit *test)
+{
+	struct ib_umem_dmabuf *umem;
+	struct fake_mr mr = {};
+	struct dma_buf *dmabuf;
+	int fd;
+
+	fd = mock_fd(test, 2 * PAGE_SIZE, 0, &dmabuf);
+	umem = import_mr(test, fd, 2 * PAGE_SIZE, &mr);
+	ib_umem_dmabuf_revoke(umem);
+	expect_revoked_once(test, &mr);
+	expect_mock(test, dmabuf, 1, 0, 0);
+
+	KUNIT_EXPECT_EQ(test, mock_revoke(dmabuf), 0);
+	KUNIT_EXPECT_EQ(test, query(test, dmabuf).invalidates, 1);
+	expect_revoked_once(test, &mr);
+	ib_umem_release(&umem->umem);
+	expect_revoked_once(test, &mr);
+	expect_mock(test, dmabuf, 0, 0, 0);
+}
 
 /*
  * The umem comes back locked so that the driver can install its callback
@@ -1216,6 +1244,7 @@ static struct kunit_case umem_dmabuf_cases[] = {
 	KUNIT_CASE(test_pinned_revocable_lock),
 	KUNIT_CASE(test_revoke_then_release),
 	KUNIT_CASE_PARAM(test_revoke_release_orders, revoke_first_gen_params),
+	KUNIT_CASE(test_driver_revoke_then_exporter),
 	KUNIT_CASE(test_revoke_waits_for_unlock),
 	KUNIT_CASE(test_revoke_without_callback),
 	KUNIT_CASE(test_no_pin),
