@@ -116,9 +116,10 @@ guest() {
 	# a second time through the raw ioctl.
 	[ "$kind" = debian ] &&
 		cmd="$cmd KSELFTEST_AGAIN='rdma:rxe_dmabuf_mr.sh:DMABUF_MR_RAW=1'"
-	# The debug kernel's registers through UVERBS_METHOD_REG_MR with the
-	# dma-buf fd, the other uverbs way to the same driver op.
-	[ "$kind" = debug ] && cmd="$cmd DMABUF_MR_REG_MR=1"
+	# Every kernel runs the dmabuf_mr fixture's cases through all three
+	# registration paths (its variants verbs, reg_dmabuf_mr, reg_mr_fd),
+	# and fail_nth's sweeps through both raw ones; the rest register the
+	# way the environment above says.
 	cmd="$cmd $top/scripts/vm/run-tests.sh"
 	if [ ! -x "$top/build/kselftest/run_kselftest.sh" ]; then
 		single "$name" "guest $kind: kselftests installed" false
