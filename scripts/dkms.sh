@@ -64,6 +64,7 @@ for f in "${files[@]}"; do
 	cp "$src/$f" "$pkg/$f"
 done
 cp "$tmpl/dmabuf_mock_compat.h" "$tmpl/dmabuf_mock_probe.sh" "$tmpl/Makefile" "$pkg/"
+cp -r "$tmpl/compat-include" "$pkg/"
 sed "s/@VERSION@/$version/g" "$tmpl/dkms.conf" > "$pkg/dkms.conf"
 sed "s/@VERSION@/$version/g" "$tmpl/Kbuild" > "$pkg/Kbuild"
 cat > "$pkg/README" <<EOF

@@ -238,6 +238,7 @@ static int dmabuf_mock_add_pin_fence(struct dmabuf_mock *mock)
 	return 0;
 }
 
+#if IS_ENABLED(CONFIG_KUNIT)
 /**
  * dmabuf_mock_hold_pin_fence - keep the pin fence pending until released
  * @dmabuf: a buffer from dmabuf_mock_create() with DMABUF_MOCK_PIN_FENCE
@@ -259,6 +260,7 @@ VISIBLE_IF_KUNIT void dmabuf_mock_hold_pin_fence(struct dma_buf *dmabuf,
 	spin_unlock(&mock->fence_lock);
 }
 EXPORT_SYMBOL_IF_KUNIT(dmabuf_mock_hold_pin_fence);
+#endif
 
 /**
  * dmabuf_mock_pause - a point where KUnit can stop the mock
@@ -276,6 +278,7 @@ VISIBLE_IF_KUNIT void dmabuf_mock_pause(struct dma_buf *dmabuf,
 }
 EXPORT_SYMBOL_IF_KUNIT(dmabuf_mock_pause);
 
+#if IS_ENABLED(CONFIG_KUNIT)
 /**
  * dmabuf_mock_revoke_lock_waits - how many revokes waited for the lock
  * @dmabuf: the buffer
@@ -291,6 +294,7 @@ VISIBLE_IF_KUNIT unsigned int dmabuf_mock_revoke_lock_waits(struct dma_buf *dmab
 	return atomic_read(&mock->revoke_lock_waits);
 }
 EXPORT_SYMBOL_IF_KUNIT(dmabuf_mock_revoke_lock_waits);
+#endif
 
 static int dmabuf_mock_pin(struct dma_buf_attachment *attach)
 {

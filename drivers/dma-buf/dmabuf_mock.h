@@ -243,13 +243,6 @@ int dmabuf_mock_access(struct dma_buf *dmabuf, u64 offset, void *buf,
 		       u64 length, bool write);
 void dmabuf_mock_stats(struct dmabuf_mock_stats *s);
 
-#if IS_ENABLED(CONFIG_KUNIT)
-/* The steps of dmabuf_mock_revoke(), for KUnit to interleave. */
-u64 dmabuf_mock_revoke_mark(struct dma_buf *dmabuf);
-int dmabuf_mock_revoke_wait(struct dma_buf *dmabuf, unsigned int timeout_ms,
-			    char *holder, size_t holder_len);
-bool dmabuf_mock_revoke_scrub(struct dma_buf *dmabuf, u64 gen, u32 flags);
-
 /**
  * enum dmabuf_mock_point - where KUnit can stop the mock, with a static stub
  *	of dmabuf_mock_pause() (kunit_activate_static_stub())
@@ -262,6 +255,12 @@ enum dmabuf_mock_point {
 	DMABUF_MOCK_AT_REVOKE_LOCKED,
 };
 
+#if IS_ENABLED(CONFIG_KUNIT)
+/* The steps of dmabuf_mock_revoke(), for KUnit to interleave. */
+u64 dmabuf_mock_revoke_mark(struct dma_buf *dmabuf);
+int dmabuf_mock_revoke_wait(struct dma_buf *dmabuf, unsigned int timeout_ms,
+			    char *holder, size_t holder_len);
+bool dmabuf_mock_revoke_scrub(struct dma_buf *dmabuf, u64 gen, u32 flags);
 void dmabuf_mock_pause(struct dma_buf *dmabuf, enum dmabuf_mock_point point);
 unsigned int dmabuf_mock_revoke_lock_waits(struct dma_buf *dmabuf);
 void dmabuf_mock_hold_pin_fence(struct dma_buf *dmabuf, bool hold);

@@ -947,9 +947,10 @@ static int chaos_round(struct chaos_reg *c, int fd, bool quiet)
 			_test_dereg_dmabuf_mr(&m);
 			return -1;
 		}
-		if (quiet && (q1.revokes != q0.revokes || q1.state))
+		if (quiet && (q1.revokes != q0.revokes || q1.state)) {
 			stress_fail("the buffer was revoked in a quiet round");
-		else if (q1.revokes == q0.revokes && !q1.state && !q0.state) {
+		} else if (q1.revokes == q0.revokes && !q1.state &&
+			   !q0.state) {
 			if (first_diff(c->buf, seen, sizeof(seen)) >= 0)
 				stress_fail("%s WRITE did not land in the buffer",
 					    what);
