@@ -4,9 +4,11 @@
  * the callback the RDMA core runs with the dma-buf's reservation lock held,
  * on an MR built by hand around a vmapped dmabuf_mock buffer.
  *
- * A copy in progress holds the MR's dmabuf_sem for read, which a test can
- * do itself: the revoke must then wait for it, count it in the device's
- * hw counter dmabuf_revoke_waited, and leave the MR without its address.
+ * Copies go through rxe_dmabuf_mr_copy(), the data path's own way to the
+ * memory. A copy in progress holds the MR's dmabuf_sem for read, which a
+ * test can do itself to hold the revoke: the revoke must then wait for it,
+ * count it in the device's hw counter dmabuf_revoke_waited, and leave the
+ * MR without its address, so that no copy reaches the memory after it.
  */
 
 #include <kunit/test.h>
@@ -22,6 +24,8 @@
 #include "rxe.h"
 #include "rxe_loc.h"
 
+#define MR_IOVA 0x10000
+
 struct rxe_dmabuf_kunit {
 	struct dma_buf *dmabuf;
 	struct rxe_dev *rxe;
@@ -31,7 +35,40 @@ struct rxe_dmabuf_kunit {
 	struct rxe_mr mr;
 	struct work_struct work;
 	struct completion done;
+	/* A copy into the MR from a work item of its own */
+	struct work_struct copy_work;
+	struct completion copied;
+	int copy_err;
 };
+
+static const u8 pattern[16] = "0123456789abcdef";
+static const u8 zeroes[sizeof(pattern)];
+
+static void copy_work_fn(struct work_struct *work)
+{
+	struct rxe_dmabuf_kunit *ctx =
+		container_of(work, struct rxe_dmabuf_kunit, copy_work);
+	u8 buf[sizeof(pattern)];
+
+	memcpy(buf, pattern, sizeof(buf));
+	ctx->copy_err = rxe_dmabuf_mr_copy(&ctx->mr, MR_IOVA, buf, sizeof(buf),
+					   RXE_TO_MR_OBJ);
+	complete(&ctx->copied);
+}
+
+/*
+ * The buffer's first bytes through a vmap of the test's own (the MR's may
+ * be gone): takes the reservation lock, never with a revoke waiting.
+ */
+static void expect_buffer(struct kunit *test, struct rxe_dmabuf_kunit *ctx,
+			  const u8 *want)
+{
+	struct iosys_map map;
+
+	KUNIT_ASSERT_EQ(test, dma_buf_vmap_unlocked(ctx->dmabuf, &map), 0);
+	KUNIT_EXPECT_MEMEQ(test, map.vaddr, want, sizeof(pattern));
+	dma_buf_vunmap_unlocked(ctx->dmabuf, &map);
+}
 
 /* What the core does: the callback, with the reservation lock held. */
 static void revoke_work_fn(struct work_struct *work)
@@ -82,9 +119,13 @@ static int rxe_dmabuf_kunit_init(struct kunit *test)
 	KUNIT_ASSERT_EQ(test, dma_buf_vmap_unlocked(ctx->dmabuf,
 						    &mr->dmabuf_map), 0);
 	mr->dmabuf_vaddr = mr->dmabuf_map.vaddr;
+	mr->ibmr.iova = MR_IOVA;
+	mr->ibmr.length = PAGE_SIZE;
 	mr->state = RXE_MR_STATE_VALID;
 	INIT_WORK(&ctx->work, revoke_work_fn);
 	init_completion(&ctx->done);
+	INIT_WORK(&ctx->copy_work, copy_work_fn);
+	init_completion(&ctx->copied);
 	test->priv = ctx;
 	return 0;
 }
@@ -94,6 +135,7 @@ static void rxe_dmabuf_kunit_exit(struct kunit *test)
 	struct rxe_dmabuf_kunit *ctx = test->priv;
 
 	flush_work(&ctx->work);
+	flush_work(&ctx->copy_work);
 	if (ctx->mr.dmabuf_vaddr)
 		dma_buf_vunmap_unlocked(ctx->dmabuf, &ctx->mr.dmabuf_map);
 	dma_buf_put(ctx->dmabuf);
@@ -131,12 +173,21 @@ static void test_revoke_waits_for_copy(struct kunit *test)
 	KUNIT_EXPECT_FALSE(test, completion_done(&ctx->done));
 	KUNIT_EXPECT_NOT_NULL(test, ctx->mr.dmabuf_vaddr);
 	KUNIT_EXPECT_TRUE(test, iosys_map_is_set(&ctx->mr.dmabuf_map));
+	/*
+	 * A copy that arrives while the revoke waits: whether it queues
+	 * behind the revoke or runs after it, it must not reach the memory.
+	 */
+	queue_work(system_dfl_wq, &ctx->copy_work);
 	up_read(&ctx->mr.dmabuf_sem);
 
 	KUNIT_ASSERT_TRUE(test, wait_for_completion_timeout(&ctx->done,
 							    5 * HZ));
+	KUNIT_ASSERT_TRUE(test, wait_for_completion_timeout(&ctx->copied,
+							    5 * HZ));
 	expect_revoked(test, ctx);
 	KUNIT_EXPECT_EQ(test, revokes_waited(ctx), 1);
+	KUNIT_EXPECT_EQ(test, ctx->copy_err, -EFAULT);
+	expect_buffer(test, ctx, zeroes);
 }
 
 /* No copy in progress: the revoke does not wait, and counts nothing. */
@@ -151,9 +202,55 @@ static void test_revoke_idle(struct kunit *test)
 	KUNIT_EXPECT_EQ(test, revokes_waited(ctx), 0);
 }
 
+/* Before the revoke the data path's copies reach the memory, both ways. */
+static void test_copy(struct kunit *test)
+{
+	struct rxe_dmabuf_kunit *ctx = test->priv;
+	u8 buf[sizeof(pattern)] = {};
+
+	queue_work(system_dfl_wq, &ctx->copy_work);
+	KUNIT_ASSERT_TRUE(test, wait_for_completion_timeout(&ctx->copied,
+							    5 * HZ));
+	KUNIT_EXPECT_EQ(test, ctx->copy_err, 0);
+	KUNIT_EXPECT_EQ(test, rxe_dmabuf_mr_copy(&ctx->mr, MR_IOVA, buf,
+						 sizeof(buf),
+						 RXE_FROM_MR_OBJ), 0);
+	KUNIT_EXPECT_MEMEQ(test, buf, pattern, sizeof(buf));
+	expect_buffer(test, ctx, pattern);
+	KUNIT_EXPECT_EQ(test, revokes_waited(ctx), 0);
+}
+
+/* After the revoke no copy reaches the memory, either way. */
+static void test_copy_after_revoke(struct kunit *test)
+{
+	struct rxe_dmabuf_kunit *ctx = test->priv;
+	u8 buf[sizeof(pattern)];
+
+	KUNIT_ASSERT_EQ(test, rxe_dmabuf_mr_copy(&ctx->mr, MR_IOVA,
+						 (void *)pattern,
+						 sizeof(pattern),
+						 RXE_TO_MR_OBJ), 0);
+	queue_work(system_dfl_wq, &ctx->work);
+	KUNIT_ASSERT_TRUE(test, wait_for_completion_timeout(&ctx->done,
+							    5 * HZ));
+	expect_revoked(test, ctx);
+
+	memset(buf, 0x5a, sizeof(buf));
+	KUNIT_EXPECT_EQ(test, rxe_dmabuf_mr_copy(&ctx->mr, MR_IOVA, buf,
+						 sizeof(buf), RXE_FROM_MR_OBJ),
+			-EFAULT);
+	KUNIT_EXPECT_EQ(test, buf[0], 0x5a);
+	KUNIT_EXPECT_EQ(test, rxe_dmabuf_mr_copy(&ctx->mr, MR_IOVA, buf,
+						 sizeof(buf), RXE_TO_MR_OBJ),
+			-EFAULT);
+	expect_buffer(test, ctx, pattern);
+}
+
 static struct kunit_case rxe_dmabuf_cases[] = {
 	KUNIT_CASE(test_revoke_waits_for_copy),
 	KUNIT_CASE(test_revoke_idle),
+	KUNIT_CASE(test_copy),
+	KUNIT_CASE(test_copy_after_revoke),
 	{}
 };
 
