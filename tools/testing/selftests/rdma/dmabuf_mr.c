@@ -47,20 +47,10 @@ static struct {
 
 #define MR_SLOTS 20
 #define FD_SLOTS 4
-/* Guard bytes on either side of the window of a plain buffer. */
-#define CANARY 64
-#define CANARY_BYTE 0xee
 
 /* Byte palindromes: the same value whichever order the device reads. */
 #define ATOMIC_VALUE 0x5aa5c33cc33ca55aULL
 #define ATOMIC_SWAP 0x0f1e2d3c3c2d1e0fULL
-
-/* malloc'ed memory under an ordinary MR, with canaries around a window. */
-struct plain_mr {
-	uint8_t *buf;
-	size_t length;
-	struct ibv_mr *mr;
-};
 
 /*
  * What every fixture has. Side 0 owns the dma-buf MRs. Side @req posts
@@ -90,28 +80,6 @@ static void fill(uint8_t *p, size_t n, uint32_t seed)
 		p[i] = (uint32_t)((i + seed) * 2654435761U) >> 24;
 }
 
-/* The first byte where @a and @b differ, or -1. */
-static ssize_t first_diff(const uint8_t *a, const uint8_t *b, size_t n)
-{
-	size_t i;
-
-	if (!memcmp(a, b, n))
-		return -1;
-	for (i = 0; a[i] == b[i]; i++)
-		;
-	return i;
-}
-
-static ssize_t first_not(const uint8_t *p, size_t n, uint8_t v)
-{
-	size_t i;
-
-	for (i = 0; i < n; i++)
-		if (p[i] != v)
-			return i;
-	return -1;
-}
-
 #define test_same(expected, seen, n, what)                                   \
 	({                                                                   \
 		const uint8_t *__e = (expected), *__s = (seen);              \
@@ -138,30 +106,6 @@ static bool added(const void *before, const void *after, uint64_t add)
 	memcpy(&b, before, sizeof(b));
 	memcpy(&a, after, sizeof(a));
 	return le64toh(a) == le64toh(b) + add || be64toh(a) == be64toh(b) + add;
-}
-
-static int plain_alloc(struct plain_mr *b, struct ibv_pd *pd, size_t window)
-{
-	b->length = window + 2 * CANARY;
-	if (posix_memalign((void **)&b->buf, page_size, b->length))
-		return -1;
-	memset(b->buf, CANARY_BYTE, b->length);
-	b->mr = ibv_reg_mr(pd, b->buf, b->length, DMABUF_MR_ACCESS);
-	return b->mr ? 0 : -1;
-}
-
-static void plain_free(struct plain_mr *b)
-{
-	if (b->mr)
-		ibv_dereg_mr(b->mr);
-	free(b->buf);
-	memset(b, 0, sizeof(*b));
-}
-
-static struct rdma_sge plain_sge(struct plain_mr *b, uint32_t length)
-{
-	return (struct rdma_sge){ (uintptr_t)b->buf + CANARY, length,
-				  b->mr->lkey };
 }
 
 static struct rdma_sge mr_sge(struct dmabuf_mr *m, uint64_t offset,
@@ -289,24 +233,6 @@ static void close_buf(struct mr_ctx *c, int fd)
 	close(fd);
 }
 
-/* Post @op on @s and wait for its completion: its status. */
-static enum ibv_wc_status rdma_op(struct __test_metadata *_metadata,
-				  struct rdma_side *s, enum ibv_wr_opcode op,
-				  struct rdma_sge l, uint64_t raddr,
-				  uint32_t rkey, uint64_t add, uint64_t swap)
-{
-	struct ibv_wc wc;
-	int ret;
-
-	ret = rdma_post(s, op, l, raddr, rkey, add, swap, op);
-	ASSERT_EQ(0, ret)
-	TH_LOG("posting %s: %s", rdma_op_name(op), strerror(ret));
-	ASSERT_EQ(0, rdma_poll(s->cq, &wc, DMABUF_MR_TIMEOUT_MS))
-	TH_LOG("%s: no completion: %s", rdma_op_name(op), strerror(errno));
-	EXPECT_EQ(op, wc.wr_id);
-	return wc.status;
-}
-
 /* @op from the requester's plain buffer to @m at @offset. */
 static enum ibv_wc_status remote_op(struct __test_metadata *_metadata,
 				    struct mr_ctx *c, enum ibv_wr_opcode op,
@@ -398,14 +324,7 @@ static void send_to(struct __test_metadata *_metadata, struct mr_ctx *c,
 	new_buf(_metadata, self->mock, &self->c, length, flags)
 
 #define test_cmd_reg(m, fd, offset, length)                                  \
-	({                                                                   \
-		uint64_t __off = (offset);                                   \
-		ASSERT_EQ(0, _test_reg_dmabuf_mr(&self->c.p.s[0], fd, __off, \
-						 length,                     \
-						 DMABUF_MR_IOVA + __off,     \
-						 DMABUF_MR_ACCESS, m))       \
-		TH_LOG("registering %s: %s", #m, strerror(errno));           \
-	})
+	test_cmd_reg_mr(&self->c.p.s[0], m, fd, offset, length)
 
 #define test_err_reg(_errno, fd, offset, length, iova, access)               \
 	EXPECT_ERRNO(_errno,                                                 \
@@ -413,11 +332,7 @@ static void send_to(struct __test_metadata *_metadata, struct mr_ctx *c,
 					 iova, access,                       \
 					 &self->c.dmr[MR_SLOTS - 1]))
 
-#define test_cmd_dereg(m)                                                    \
-	({                                                                   \
-		ASSERT_EQ(0, _test_dereg_dmabuf_mr(m))                       \
-		TH_LOG("dereg: %s", strerror(errno));                        \
-	})
+#define test_cmd_dereg(m) test_cmd_dereg_mr(m)
 
 #define test_err_rereg(_errno, handle)                                       \
 	EXPECT_ERRNO(_errno, _test_rereg_mr_pd(self->c.p.s[0].ctx, handle,   \
@@ -1200,93 +1115,6 @@ TEST_F(dmabuf_mr_exporter, reg_mr)
 #define TRAFFIC_WRITTEN 0xa5	/* what the WRITEs carry */
 #define TRAFFIC_HELD 0x5a	/* what the buffer holds for the READs */
 
-struct traffic {
-	struct rdma_side *s;
-	enum ibv_wr_opcode op;
-	uint8_t *local;
-	uint32_t lkey;
-	uint64_t raddr;
-	uint32_t rkey;
-	unsigned int ok;		/* atomic while the thread runs */
-	bool stop;			/* atomic: the main thread gives up */
-	bool done;			/* atomic: the thread has returned */
-	enum ibv_wc_status first_error;
-	unsigned int errors;
-	unsigned int unexpected;	/* errors after the first, not flushes */
-	unsigned int bad_reads;
-	int post_error;
-	bool timed_out;
-};
-
-static void traffic_loop(struct traffic *t)
-{
-	uint64_t end = now_ms() + 2 * DMABUF_MR_TIMEOUT_MS, next = 0;
-	unsigned int outstanding = 0, slot;
-	struct ibv_wc wc[16];
-	int i, n;
-
-	for (;;) {
-		while (!t->errors && outstanding < TRAFFIC_WINDOW &&
-		       !__atomic_load_n(&t->stop, __ATOMIC_RELAXED)) {
-			struct rdma_sge l = {
-				(uintptr_t)t->local +
-					(next % TRAFFIC_WINDOW) * TRAFFIC_CHUNK,
-				TRAFFIC_CHUNK, t->lkey,
-			};
-
-			if (t->op == IBV_WR_RDMA_READ)
-				memset((void *)(uintptr_t)l.addr, 0,
-				       TRAFFIC_CHUNK);
-			t->post_error = rdma_post(t->s, t->op, l, t->raddr +
-						  (next % TRAFFIC_CHUNKS) *
-						  TRAFFIC_CHUNK, t->rkey, 0, 0,
-						  next);
-			if (t->post_error)
-				return;
-			next++;
-			outstanding++;
-		}
-		n = ibv_poll_cq(t->s->cq, 16, wc);
-		if (n < 0) {
-			t->post_error = EIO;
-			return;
-		}
-		for (i = 0; i < n; i++) {
-			outstanding--;
-			if (wc[i].status == IBV_WC_SUCCESS) {
-				slot = wc[i].wr_id % TRAFFIC_WINDOW;
-				if (t->op == IBV_WR_RDMA_READ &&
-				    first_not(t->local + slot * TRAFFIC_CHUNK,
-					      TRAFFIC_CHUNK, TRAFFIC_HELD) >= 0)
-					t->bad_reads++;
-				__atomic_add_fetch(&t->ok, 1, __ATOMIC_RELAXED);
-			} else if (!t->errors++) {
-				t->first_error = wc[i].status;
-			} else if (wc[i].status != IBV_WC_WR_FLUSH_ERR) {
-				t->unexpected++;
-			}
-		}
-		if (!outstanding && (t->errors ||
-				     __atomic_load_n(&t->stop, __ATOMIC_RELAXED)))
-			return;
-		if (now_ms() > end) {
-			t->timed_out = true;
-			return;
-		}
-		if (!n)
-			usleep(50);
-	}
-}
-
-static void *traffic_thread(void *arg)
-{
-	struct traffic *t = arg;
-
-	traffic_loop(t);
-	__atomic_store_n(&t->done, true, __ATOMIC_RELEASE);
-	return NULL;
-}
-
 FIXTURE(dmabuf_mr_traffic) {
 	int mock;
 	struct mr_ctx c;
@@ -1343,13 +1171,18 @@ TEST_F_TIMEOUT(dmabuf_mr_traffic, revoke_under_traffic, 180)
 		.op = variant->op,
 		.local = b->buf + CANARY,
 		.lkey = b->mr->lkey,
+		.window = TRAFFIC_WINDOW,
+		.chunk = TRAFFIC_CHUNK,
+		.chunks = TRAFFIC_CHUNKS,
+		.held = TRAFFIC_HELD,
+		.idle_ms = DMABUF_MR_TIMEOUT_MS,
+		.max_ms = 2 * DMABUF_MR_TIMEOUT_MS,
 	};
 	unsigned int ok_before;
 	char holder[32] = "";
 	uint8_t *seen;
 	pthread_t thread;
 	int fd, ret, err;
-	uint64_t end;
 
 	seen = malloc(size);
 	ASSERT_NE(NULL, seen);
@@ -1362,11 +1195,7 @@ TEST_F_TIMEOUT(dmabuf_mr_traffic, revoke_under_traffic, 180)
 	t.rkey = m->rkey;
 
 	ASSERT_EQ(0, pthread_create(&thread, NULL, traffic_thread, &t));
-	end = now_ms() + DMABUF_MR_TIMEOUT_MS;
-	while (__atomic_load_n(&t.ok, __ATOMIC_RELAXED) < 4 * TRAFFIC_WINDOW &&
-	       !__atomic_load_n(&t.done, __ATOMIC_ACQUIRE) && now_ms() < end)
-		usleep(1000);
-	ok_before = __atomic_load_n(&t.ok, __ATOMIC_RELAXED);
+	ok_before = traffic_wait(&t, 4 * TRAFFIC_WINDOW, DMABUF_MR_TIMEOUT_MS);
 	ret = _test_cmd_revoke(self->mock, fd, variant->revoke,
 			       DMABUF_MR_TIMEOUT_MS, holder, sizeof(holder));
 	err = errno;
@@ -1522,12 +1351,9 @@ out:
 
 static void env_probe(void)
 {
-	const char *dev = getenv("RDMA_DEV"), *peer = getenv("RDMA_PEER_DEV");
-	const char *gid = getenv("RDMA_GID_INDEX");
-	char first[IBV_SYSFS_NAME_MAX] = "";
-	struct ibv_device **list;
+	const char *peer = getenv("RDMA_PEER_DEV");
 	char why[200];
-	int mock, n = 0;
+	int mock;
 
 	mock = open(DMABUF_MOCK_PATH, O_RDWR);
 	if (mock < 0) {
@@ -1536,22 +1362,8 @@ static void env_probe(void)
 			 DMABUF_MOCK_PATH, strerror(errno));
 		return;
 	}
-	list = ibv_get_device_list(&n);
-	if (list && n > 0)
-		snprintf(first, sizeof(first), "%s",
-			 ibv_get_device_name(list[0]));
-	if (list)
-		ibv_free_device_list(list);
-	if (!dev && !first[0]) {
-		snprintf(env.skip, sizeof(env.skip), "no RDMA device");
+	if (dmabuf_mr_env_dev(&env.dev, env.skip, env.fail, sizeof(env.skip)))
 		goto out;
-	}
-	if (rdma_dev_resolve(dev ? dev : first, gid ? atoi(gid) : -1,
-			     &env.dev, why, sizeof(why))) {
-		/* A device named by the caller must work; any other may not. */
-		snprintf(dev ? env.fail : env.skip, sizeof(env.skip), "%s", why);
-		goto out;
-	}
 	if (peer && rdma_dev_resolve(peer, -1, &env.peer, why, sizeof(why)))
 		snprintf(env.peer_fail, sizeof(env.peer_fail), "%s", why);
 	env_probe_mr(mock);

@@ -3,16 +3,22 @@
  * dma-buf MRs under fault injection, and torn down while they are live.
  *
  * Fault injection (needs CONFIG_FAULT_INJECTION, FAILSLAB, FAIL_PAGE_ALLOC
- * and FAULT_INJECTION_DEBUG_FS; skips without them): register, revoke and
- * deregister a dma-buf MR with the n-th allocation of the call failing,
- * for n = 1, 2, ... until a call runs without reaching the n-th one. A
- * call that fails must fail with ENOMEM and leave nothing behind: no
- * attachment, pin, map or vmap at the exporter, no MR in the nldev dump,
- * no reference on the PD; the same call without injection must then work.
- * A call that succeeds although an allocation failed (a caller with a
- * fallback) must have done all its work. REVOKE cannot fail in the
- * importer (the callback is void), so whatever happens there the MR must
- * end up revoked with nothing pinned or vmapped.
+ * and FAULT_INJECTION_DEBUG_FS; skips without them, and with
+ * FAULT_INJECTION_USERCOPY or FAIL_FUTEX), in sweeps as iommufd_fail_nth.c
+ * makes them: a whole scenario (registration; rereg; the CPU import from
+ * registration through WRITE, READ and revoke to dereg; the exporter's
+ * revoke) runs once with nothing injected, and must pass, then once with
+ * the n-th injection point of its calls failing, for n = 1, 2, ... until a
+ * run reaches no n-th point. A call that fails must fail with ENOMEM and
+ * leave things as they were: after a failed registration no attachment,
+ * pin, map or vmap at the exporter and no MR in the nldev dump; after a
+ * failed rereg, revoke or dereg the MR as it was. A call that succeeds
+ * although an allocation failed (a caller with a fallback) must have done
+ * all its work. After every run nothing is left: no attachment, no MR, no
+ * file descriptor, and at the end no reference on the PD. REVOKE cannot
+ * fail in the importer (the callback is void), so whatever happens there
+ * the MR ends up revoked with nothing pinned or vmapped. MR_DESTROY
+ * reaches no injection point at all.
  *
  * Teardown with live MRs: dmabuf_mock cannot be unloaded while an MR holds
  * one of its dma-bufs and unloads once they are gone; removing the rxe
@@ -45,6 +51,7 @@ static size_t page_size;
 static struct {
 	struct rdma_dev_info dev;
 	char skip[256];		/* every test skips with this */
+	char fail[256];		/* every test fails with this */
 	char nth_skip[256];	/* the fail-nth tests skip with this */
 } env;
 
@@ -97,6 +104,17 @@ static void fi_setup(void)
 			 "no /proc/thread-self/fail-nth (CONFIG_FAULT_INJECTION)");
 		return;
 	}
+	/*
+	 * fail-nth counts the points of every kind of fault injection: with
+	 * these, the sweep's own reads and writes of fail-nth would count,
+	 * and the calls under test would fail with EFAULT, not ENOMEM.
+	 */
+	if (!access("/sys/kernel/debug/fail_usercopy", F_OK) ||
+	    !access("/sys/kernel/debug/fail_futex", F_OK)) {
+		snprintf(env.nth_skip, sizeof(env.nth_skip),
+			 "CONFIG_FAULT_INJECTION_USERCOPY or CONFIG_FAIL_FUTEX: only allocations may fail here");
+		return;
+	}
 	for (i = 0; i < ARRAY_SIZE(fi_knobs); i++) {
 		if (read_str(fi_knobs[i].path, fi_knobs[i].saved,
 			     sizeof(fi_knobs[i].saved)) ||
@@ -120,8 +138,11 @@ static int fail_nth_arm(int fd, unsigned int n)
 	return pwrite(fd, buf, len, 0) == len ? 0 : -1;
 }
 
-/* Disarm: 1 when the failure was injected, 0 when not, -1 on error. */
-static int fail_nth_disarm(int fd)
+/*
+ * Disarm: how many injection points were still to pass before the armed
+ * one (0: it was injected, or nothing was armed), or -1 on error.
+ */
+static int fail_nth_stop(int fd)
 {
 	char buf[16] = "";
 	ssize_t n;
@@ -129,77 +150,15 @@ static int fail_nth_disarm(int fd)
 	n = pread(fd, buf, sizeof(buf) - 1, 0);
 	if (n <= 0 || pwrite(fd, "0", 1, 0) != 1)
 		return -1;
-	return strtoul(buf, NULL, 10) == 0;
+	return strtoul(buf, NULL, 10);
 }
 
-static int nldev_mr_count_cb(struct nlmsghdr *nlh, void *arg)
+/* Disarm: 1 when the failure was injected, 0 when not, -1 on error. */
+static int fail_nth_disarm(int fd)
 {
-	struct nlattr *tb[RDMA_NLDEV_ATTR_MAX], *table, *entry;
-	int *count = arg, rem;
+	int left = fail_nth_stop(fd);
 
-	nldev_parse(tb, NLMSG_DATA(nlh), nlh->nlmsg_len - NLMSG_HDRLEN);
-	table = tb[RDMA_NLDEV_ATTR_RES_MR];
-	if (!table)
-		return 0;
-	entry = nla_payload(table);
-	rem = nla_payload_len(table);
-	while (rem >= NLA_HDRLEN && entry->nla_len >= NLA_HDRLEN &&
-	       entry->nla_len <= rem) {
-		(*count)++;
-		rem -= NLA_ALIGN(entry->nla_len);
-		entry = (void *)entry + NLA_ALIGN(entry->nla_len);
-	}
-	return 0;
-}
-
-/* How many MRs device @dev_index has, as `rdma resource show mr` lists. */
-static int nldev_mr_count(uint32_t dev_index)
-{
-	int count = 0;
-
-	if (nldev_request(RDMA_NLDEV_CMD_RES_MR_GET, dev_index,
-			  nldev_mr_count_cb, &count))
-		return -1;
-	return count;
-}
-
-/* Memory under an ordinary MR: the other end of the loopback transfers. */
-struct plain_mr {
-	uint8_t *buf;
-	size_t length;
-	struct ibv_mr *mr;
-};
-
-static int plain_alloc(struct plain_mr *b, struct ibv_pd *pd, size_t length)
-{
-	b->length = length;
-	if (posix_memalign((void **)&b->buf, page_size, length))
-		return -1;
-	memset(b->buf, 0, length);
-	b->mr = ibv_reg_mr(pd, b->buf, length, DMABUF_MR_ACCESS);
-	return b->mr ? 0 : -1;
-}
-
-static void plain_free(struct plain_mr *b)
-{
-	if (b->mr)
-		ibv_dereg_mr(b->mr);
-	free(b->buf);
-	memset(b, 0, sizeof(*b));
-}
-
-/* Post @op from @l to @raddr/@rkey on @s and wait: the completion status. */
-static int rdma_op(struct rdma_side *s, enum ibv_wr_opcode op,
-		   struct rdma_sge l, uint64_t raddr, uint32_t rkey,
-		   enum ibv_wc_status *status)
-{
-	struct ibv_wc wc;
-
-	errno = rdma_post(s, op, l, raddr, rkey, 0, 0, op);
-	if (errno || rdma_poll(s->cq, &wc, DMABUF_MR_TIMEOUT_MS))
-		return -1;
-	*status = wc.status;
-	return 0;
+	return left < 0 ? -1 : !left;
 }
 
 /*
@@ -213,6 +172,7 @@ struct loop {
 	int mrs_before;		/* MRs of the device before the test */
 	struct rdma_pair p;
 	struct plain_mr plain;
+	struct ibv_pd *pd2;	/* another PD, for rereg */
 	struct dmabuf_mr m;
 	int fd;
 	int nth;		/* /proc/thread-self/fail-nth */
@@ -226,6 +186,7 @@ static void loop_setup(struct __test_metadata *_metadata, struct loop *l,
 	l->nth = -1;
 	if (env.skip[0])
 		SKIP(return, "%s", env.skip);
+	ASSERT_EQ(0, env.fail[0]) TH_LOG("%s", env.fail);
 	if (fail_nth && env.nth_skip[0])
 		SKIP(return, "%s", env.nth_skip);
 	l->mock = open(DMABUF_MOCK_PATH, O_RDWR | O_CLOEXEC);
@@ -264,6 +225,8 @@ static void loop_teardown(struct __test_metadata *_metadata, struct loop *l)
 		close(l->nth);
 	EXPECT_EQ(0, _test_dereg_dmabuf_mr(&l->m));
 	plain_free(&l->plain);
+	if (l->pd2)
+		EXPECT_EQ(0, ibv_dealloc_pd(l->pd2));
 	if (l->p.s[0].pd) {
 		/* A reference a failed call left on the PD shows here. */
 		if (l->p.s[0].qp)
@@ -293,20 +256,10 @@ static void loop_teardown(struct __test_metadata *_metadata, struct loop *l)
  * As dmabuf_mr.c's: assert on one command or one piece of state. They
  * work on l, the struct loop of the test or helper they are used in.
  */
-#define test_cmd_reg()                                                      \
-	({                                                                  \
-		ASSERT_EQ(0, _test_reg_dmabuf_mr(&l->p.s[0], l->fd, 0,      \
-						 4 * page_size,             \
-						 DMABUF_MR_IOVA,            \
-						 DMABUF_MR_ACCESS, &l->m))  \
-		TH_LOG("registering a dma-buf MR: %s", strerror(errno));    \
-	})
+#define test_cmd_reg() \
+	test_cmd_reg_mr(&l->p.s[0], &l->m, l->fd, 0, 4 * page_size)
 
-#define test_cmd_dereg()                                                    \
-	({                                                                  \
-		ASSERT_EQ(0, _test_dereg_dmabuf_mr(&l->m))                  \
-		TH_LOG("deregistering a dma-buf MR: %s", strerror(errno));  \
-	})
+#define test_cmd_dereg() test_cmd_dereg_mr(&l->m)
 
 /* The exporter's counts for the test's buffer. */
 #define test_mock_counts(attach, pin, vmap)                                 \
@@ -344,27 +297,51 @@ static void loop_teardown(struct __test_metadata *_metadata, struct loop *l)
 #define test_mr_count(extra) \
 	EXPECT_EQ(l->mrs_before + (extra), nldev_mr_count(l->dev_index))
 
+/* The plain buffer's first page, filled for a WRITE to @m. */
+static struct rdma_sge plain_src(struct loop *l, struct dmabuf_mr *m)
+{
+	struct rdma_sge src = plain_sge(&l->plain, page_size);
+	uint8_t *p = (uint8_t *)(uintptr_t)src.addr;
+	size_t i;
+
+	for (i = 0; i < page_size; i++)
+		p[i] = i * 7 + m->lkey;
+	return src;
+}
+
+/* Its second page, cleared for a READ. */
+static struct rdma_sge plain_dst(struct loop *l)
+{
+	struct rdma_sge dst = plain_sge(&l->plain, 2 * page_size);
+
+	dst.addr += page_size;
+	dst.length = page_size;
+	memset((void *)(uintptr_t)dst.addr, 0, page_size);
+	return dst;
+}
+
+/* Where the data checks WRITE and READ: @m's last page. */
+static uint64_t mr_last_page(struct dmabuf_mr *m)
+{
+	return m->iova + m->length - page_size;
+}
+
+/* The READ brought back what the WRITE took there. */
+#define test_read_back()                                                    \
+	EXPECT_EQ(0, memcmp(l->plain.buf + CANARY,                          \
+			    l->plain.buf + CANARY + page_size, page_size))
+
 /* Data goes through the MR: WRITE a page into it, READ it back. */
 static void check_mr_data(struct __test_metadata *_metadata, struct loop *l,
 			  struct dmabuf_mr *m)
 {
-	struct rdma_sge src = { (uintptr_t)l->plain.buf, page_size,
-				l->plain.mr->lkey };
-	struct rdma_sge dst = { src.addr + page_size, page_size, src.lkey };
-	enum ibv_wc_status st;
-	size_t i;
-
-	for (i = 0; i < page_size; i++)
-		l->plain.buf[i] = i * 7 + m->lkey;
-	memset(l->plain.buf + page_size, 0, page_size);
-	ASSERT_EQ(0, rdma_op(&l->p.s[1], IBV_WR_RDMA_WRITE, src,
-			     m->iova + m->length - page_size, m->rkey, &st));
-	ASSERT_EQ(IBV_WC_SUCCESS, st);
-	ASSERT_EQ(0, rdma_op(&l->p.s[1], IBV_WR_RDMA_READ, dst,
-			     m->iova + m->length - page_size, m->rkey, &st));
-	ASSERT_EQ(IBV_WC_SUCCESS, st);
-	EXPECT_EQ(0, memcmp(l->plain.buf, l->plain.buf + page_size,
-			    page_size));
+	ASSERT_EQ(IBV_WC_SUCCESS,
+		  rdma_op(_metadata, &l->p.s[1], IBV_WR_RDMA_WRITE,
+			  plain_src(l, m), mr_last_page(m), m->rkey, 0, 0));
+	ASSERT_EQ(IBV_WC_SUCCESS,
+		  rdma_op(_metadata, &l->p.s[1], IBV_WR_RDMA_READ, plain_dst(l),
+			  mr_last_page(m), m->rkey, 0, 0));
+	test_read_back();
 }
 
 /* A live MR: the exporter pins and vmaps once, and data goes through. */
@@ -379,21 +356,182 @@ static void check_mr_works(struct __test_metadata *_metadata, struct loop *l)
 static void check_mr_revoked(struct __test_metadata *_metadata,
 			     struct loop *l)
 {
-	struct rdma_sge src = { (uintptr_t)l->plain.buf, 64,
-				l->plain.mr->lkey };
 	struct dmabuf_mock_query q;
-	enum ibv_wc_status st;
 
 	ASSERT_EQ(0, _test_cmd_query(l->mock, l->fd, 0, &q));
 	EXPECT_EQ((__u32)DMABUF_MOCK_STATE_REVOKED, q.state);
 	test_mock_counts(1U, 0U, 0U);
 	test_nldev_mr(1, 1);
-	ASSERT_EQ(0, rdma_op(&l->p.s[1], IBV_WR_RDMA_WRITE, src, l->m.iova,
-			     l->m.rkey, &st));
-	EXPECT_EQ(IBV_WC_REM_ACCESS_ERR, st);
+	EXPECT_EQ(IBV_WC_REM_ACCESS_ERR,
+		  rdma_op(_metadata, &l->p.s[1], IBV_WR_RDMA_WRITE,
+			  plain_sge(&l->plain, 64), l->m.iova, l->m.rkey, 0,
+			  0));
 	/* The error moved the QPs to the error state: new ones. */
 	ASSERT_EQ(0, rdma_pair_connect(&l->p));
 }
+
+/* Open file descriptors of the process */
+static int fd_count(struct __test_metadata *_metadata)
+{
+	DIR *d = opendir("/proc/self/fd");
+	struct dirent *e;
+	int n = 0;
+
+	ASSERT_NE(NULL, d) TH_LOG("/proc/self/fd: %s", strerror(errno));
+	while ((e = readdir(d)))
+		n += e->d_name[0] != '.';
+	closedir(d);
+	return n;
+}
+
+/*
+ * A sweep, as iommufd_fail_nth.c does it: a whole scenario once with
+ * nothing injected, then once with the n-th injection point failing, for
+ * n = 1, 2, ... until a run reaches no n-th point. Only the calls the
+ * scenario makes through nth_try() and nth_err() count: fail-nth is off
+ * around everything else (setup, checks, other threads' work), whose
+ * allocations are not under test and would only fail the checks. fail-nth
+ * fires once, so what follows the injected failure runs as if nothing had
+ * been injected. After every run the sweep checks that nothing was left:
+ * no attachment, pin or vmap at the exporter, no MR in netlink, no file
+ * descriptor.
+ */
+struct fail_nth {
+	const char *what;
+	int fd;			/* /proc/thread-self/fail-nth */
+	unsigned int n;		/* the point that fails; 0: none */
+	unsigned int left;	/* points to pass before it, while off */
+	bool armed;
+	bool hit;		/* it failed in this run */
+	bool need_enomem;	/* some call of the sweep must fail with it */
+	unsigned int points;	/* runs in which it failed */
+	unsigned int failed;	/* calls that failed with it, all ENOMEM */
+	unsigned int absorbed;	/* calls that got it and still worked */
+};
+
+static void fail_nth_resume(struct __test_metadata *_metadata,
+			    struct fail_nth *nth)
+{
+	if (!nth->n || nth->hit)
+		return;
+	ASSERT_EQ(0, fail_nth_arm(nth->fd, nth->left));
+	nth->armed = true;
+}
+
+/* Off again: whether the failure was injected since fail_nth_resume(). */
+static bool fail_nth_pause(struct __test_metadata *_metadata,
+			   struct fail_nth *nth)
+{
+	int left;
+
+	if (!nth->armed)
+		return false;
+	nth->armed = false;
+	left = fail_nth_stop(nth->fd);
+	ASSERT_LE(0, left) TH_LOG("fail-nth: %s", strerror(errno));
+	nth->left = left;
+	nth->hit = !left;
+	return nth->hit;
+}
+
+/*
+ * How a call that the sweep armed ended: @ret 0, or -1 with @err. What it
+ * does with nothing injected (@expect: 0 for success, or the errno it is
+ * refused with) it may do with the failure injected too, when it has a
+ * fallback; otherwise it may only fail, with ENOMEM, and only when it got
+ * the failure. 0 when it ended as without injection, -1 when with ENOMEM.
+ */
+static int fail_nth_result(struct __test_metadata *_metadata,
+			   struct fail_nth *nth, const char *call, int expect,
+			   int ret, bool hit, int err)
+{
+	int seen = ret ? err : 0;
+
+	if (seen == expect) {
+		nth->absorbed += hit;
+		return 0;
+	}
+	ASSERT_TRUE(hit)
+	TH_LOG("n=%u: %s: %s with nothing injected, expected %s", nth->n,
+	       call, seen ? strerror(seen) : "success",
+	       expect ? strerror(expect) : "success");
+	ASSERT_NE(0, ret) TH_LOG("n=%u: %s succeeded, expected %s", nth->n,
+				 call, strerror(expect));
+	EXPECT_EQ(ENOMEM, err)
+	TH_LOG("n=%u: %s: %s", nth->n, call, strerror(err));
+	nth->failed++;
+	return -1;
+}
+
+/*
+ * @call, an expression that is 0 or -1 with errno set, with the injection
+ * armed: fail_nth_result() with @_errno expected.
+ */
+#define nth_err(_errno, call)                                               \
+	({                                                                  \
+		int __ret, __err;                                           \
+		bool __hit;                                                 \
+		fail_nth_resume(_metadata, _nth);                           \
+		__ret = (call);                                             \
+		__err = errno;                                              \
+		__hit = fail_nth_pause(_metadata, _nth);                    \
+		fail_nth_result(_metadata, _nth, #call, _errno, __ret,      \
+				__hit, __err);                              \
+	})
+
+#define nth_try(call) nth_err(0, call)
+
+static void fail_nth_sweep(struct __test_metadata *_metadata, struct loop *l,
+			   struct fail_nth *nth,
+			   void (*scenario)(struct __test_metadata *_metadata,
+					    struct loop *l,
+					    struct fail_nth *_nth))
+{
+	int fds;
+
+	nth->fd = l->nth;
+	for (nth->n = 0; nth->n < FAIL_NTH_MAX; nth->n++) {
+		nth->left = nth->n;
+		nth->hit = false;
+		fds = fd_count(_metadata);
+		scenario(_metadata, l, nth);
+		ASSERT_FALSE(nth->armed);
+		/* Whatever failed, nothing is left behind. */
+		test_mock_counts(0U, 0U, 0U);
+		test_mr_count(0);
+		EXPECT_EQ(fds, fd_count(_metadata))
+		TH_LOG("n=%u: file descriptors leaked", nth->n);
+		if (!__test_passed(_metadata))
+			break;
+		/* It reached no n-th point: every point has been swept. */
+		if (nth->n && !nth->hit)
+			break;
+		nth->points += !!nth->n;
+	}
+	ksft_print_msg("%s: %u points, %u ENOMEM, %u absorbed\n", nth->what,
+		       nth->points, nth->failed, nth->absorbed);
+	ASSERT_GT(FAIL_NTH_MAX, nth->n);
+	/* A sweep that reaches no injection point tests nothing. */
+	ASSERT_LT(0U, nth->points);
+	if (nth->need_enomem)
+		EXPECT_LT(0U, nth->failed);
+}
+
+/*
+ * A sweep of scenario @name, a function of the fail_nth fixture's loop l
+ * and of _nth, the sweep's state, which nth_try() and nth_err() use.
+ */
+#define TEST_FAIL_NTH(name)                                                 \
+	static void sweep_##name(struct __test_metadata *_metadata,         \
+				 struct loop *l, struct fail_nth *_nth);    \
+	TEST_F_TIMEOUT(fail_nth, name, 600)                                 \
+	{                                                                   \
+		struct fail_nth nth = { .what = #name };                    \
+									    \
+		fail_nth_sweep(_metadata, &self->l, &nth, sweep_##name);    \
+	}                                                                   \
+	static void sweep_##name(struct __test_metadata *_metadata,         \
+				 struct loop *l, struct fail_nth *_nth)
 
 /* What a sweep saw, for the log. */
 struct sweep {
@@ -544,6 +682,118 @@ TEST_F(fail_nth, dereg)
 	test_mr_count(0);
 }
 
+/*
+ * Rereg of a dma-buf MR, live or revoked, is refused with EOPNOTSUPP
+ * (ib_umem_check_rereg(), the driver's first check); uverbs allocates the
+ * uobject of a possible new MR before it asks the driver, so an injected
+ * failure refuses it with ENOMEM instead. Either way nothing changes: the
+ * MR keeps its keys (netlink still lists it), its PD and its range (a
+ * WRITE from a QP of the old PD to the old address, and a READ back,
+ * work), and once revoked it stays revoked.
+ */
+TEST_FAIL_NTH(rereg)
+{
+	_nth->need_enomem = true;
+	if (!l->pd2) {
+		l->pd2 = ibv_alloc_pd(l->p.s[0].ctx);
+		ASSERT_NE(NULL, l->pd2);
+	}
+	ASSERT_EQ(0, _test_cmd_restore(l->mock, l->fd, 0));
+	test_cmd_reg();
+	nth_err(EOPNOTSUPP,
+		_test_rereg_mr_pd(l->p.s[0].ctx, l->m.handle, l->pd2));
+	check_mr_works(_metadata, l);
+
+	ASSERT_EQ(0, _test_cmd_revoke(l->mock, l->fd, 0, DMABUF_MR_TIMEOUT_MS,
+				      NULL, 0));
+	nth_err(EOPNOTSUPP,
+		_test_rereg_mr_pd(l->p.s[0].ctx, l->m.handle, l->pd2));
+	check_mr_revoked(_metadata, l);
+	test_cmd_dereg();
+}
+
+/* An errno, as rdma_post() returns it, as -1 with errno set, or 0 */
+static int errno_ret(int err)
+{
+	errno = err;
+	return err ? -1 : 0;
+}
+
+/*
+ * @op of a page, from side 1's plain buffer @sge to the MR at @raddr, with
+ * the post armed: a user QP's doorbell is a system call that allocates.
+ * rxe's provider queues the WR before it rings it, so a post that failed
+ * may have left the WR queued: new QPs drop it, and the WR goes again.
+ * Either way it must succeed.
+ */
+static void nth_rdma_op(struct __test_metadata *_metadata, struct loop *l,
+			struct fail_nth *_nth, enum ibv_wr_opcode op,
+			struct rdma_sge sge, uint64_t raddr)
+{
+	struct ibv_wc wc;
+
+	if (nth_try(errno_ret(rdma_post(&l->p.s[1], op, sge, raddr, l->m.rkey,
+					0, 0, op)))) {
+		ASSERT_EQ(0, rdma_pair_connect(&l->p));
+		ASSERT_EQ(IBV_WC_SUCCESS,
+			  rdma_op(_metadata, &l->p.s[1], op, sge, raddr,
+				  l->m.rkey, 0, 0));
+		return;
+	}
+	ASSERT_EQ(0, rdma_poll(l->p.s[1].cq, &wc, DMABUF_MR_TIMEOUT_MS));
+	EXPECT_EQ(op, wc.wr_id);
+	ASSERT_EQ(IBV_WC_SUCCESS, wc.status)
+	TH_LOG("%s: %s", rdma_op_name(op), ibv_wc_status_str(wc.status));
+}
+
+/*
+ * The CPU importer's whole path, every call armed: registration (attach,
+ * pin, wait for the exporter's kernel fences, vmap), an RDMA WRITE into
+ * the MR and an RDMA READ out of it (the copies run in rxe's work items,
+ * which fail-nth of this thread does not reach; the posts do), the
+ * exporter's revoke (the callback drops the vmap, the core unpins) and the
+ * dereg (detach). A registration that fails leaves nothing; any other
+ * call that fails with ENOMEM leaves the MR as it was, and is made again.
+ * The data is checked through the READ and through the exporter.
+ */
+TEST_FAIL_NTH(cpu_import)
+{
+	uint8_t seen[64];
+	uint64_t raddr;
+
+	_nth->need_enomem = true;
+	ASSERT_EQ(0, _test_cmd_restore(l->mock, l->fd, 0));
+	if (nth_try(_test_reg_dmabuf_mr(&l->p.s[0], l->fd, 0, 4 * page_size,
+					DMABUF_MR_IOVA, DMABUF_MR_ACCESS,
+					&l->m)))
+		return;
+	test_mock_counts(1U, 1U, 1U);
+	test_nldev_mr(1, 0);
+
+	raddr = mr_last_page(&l->m);
+	nth_rdma_op(_metadata, l, _nth, IBV_WR_RDMA_WRITE, plain_src(l, &l->m),
+		    raddr);
+	ASSERT_EQ(0, _test_cmd_rw(l->mock, l->fd, 0, 3 * page_size, seen,
+				  sizeof(seen)));
+	EXPECT_EQ(0, memcmp(l->plain.buf + CANARY, seen, sizeof(seen)));
+	nth_rdma_op(_metadata, l, _nth, IBV_WR_RDMA_READ, plain_dst(l), raddr);
+	test_read_back();
+
+	if (nth_try(_test_cmd_revoke(l->mock, l->fd, 0, DMABUF_MR_TIMEOUT_MS,
+				     NULL, 0))) {
+		/* Refused before it touched anything: still live */
+		test_mock_eq(state, 0);
+		check_mr_works(_metadata, l);
+		ASSERT_EQ(0, _test_cmd_revoke(l->mock, l->fd, 0,
+					      DMABUF_MR_TIMEOUT_MS, NULL, 0));
+	}
+	check_mr_revoked(_metadata, l);
+	if (nth_try(_test_dereg_dmabuf_mr(&l->m))) {
+		test_nldev_mr(1, 1);
+		test_cmd_dereg();
+	}
+}
+
 /* /sys/module/dmabuf_mock/refcnt, or -1 when there is none. */
 static int mock_refcnt(void)
 {
@@ -683,42 +933,6 @@ TEST_F(mock_unload, refused_with_live_mrs)
 	l->before = st;
 }
 
-/* RDMA WRITEs and READs through a dma-buf MR until the first error. */
-struct traffic {
-	struct rdma_side *s;
-	struct rdma_sge l;
-	uint64_t raddr;
-	uint32_t rkey;
-	unsigned long done;	/* operations completed successfully */
-	int err;		/* errno of the post or poll that ended it */
-	enum ibv_wc_status status;	/* else the status that ended it */
-	bool stop;
-};
-
-static void *traffic_thread(void *arg)
-{
-	struct traffic *t = arg;
-	enum ibv_wr_opcode op;
-	struct ibv_wc wc;
-
-	while (!__atomic_load_n(&t->stop, __ATOMIC_RELAXED)) {
-		op = t->done & 1 ? IBV_WR_RDMA_READ : IBV_WR_RDMA_WRITE;
-		t->err = rdma_post(t->s, op, t->l, t->raddr, t->rkey, 0, 0, op);
-		if (t->err)
-			break;
-		/* No completion once the device is gone: do not wait long. */
-		if (rdma_poll(t->s->cq, &wc, 2000)) {
-			t->err = errno;
-			break;
-		}
-		t->status = wc.status;
-		if (wc.status != IBV_WC_SUCCESS)
-			break;
-		__atomic_add_fetch(&t->done, 1, __ATOMIC_RELAXED);
-	}
-	return NULL;
-}
-
 static int run(const char *fmt, ...)
 {
 	char cmd[256];
@@ -790,9 +1004,20 @@ FIXTURE_TEARDOWN(device_removal)
 TEST_F_TIMEOUT(device_removal, under_traffic, 120)
 {
 	struct loop *l = &self->l;
+	/* WRITEs and READs of a page, one at a time, until the first error */
 	struct traffic t = {
 		.s = &l->p.s[1],
-		.l = { (uintptr_t)l->plain.buf, page_size, l->plain.mr->lkey },
+		.op = IBV_WR_RDMA_WRITE,
+		.alternate = true,
+		.local = l->plain.buf + CANARY,
+		.lkey = l->plain.mr->lkey,
+		.window = 1,
+		.chunk = page_size,
+		.chunks = 1,
+		.held = -1,
+		/* No completion once the device is gone: do not wait long. */
+		.idle_ms = 2000,
+		.max_ms = 3 * DMABUF_MR_TIMEOUT_MS,
 	};
 	struct dmabuf_mock_query q;
 	pthread_t thread;
@@ -812,22 +1037,19 @@ TEST_F_TIMEOUT(device_removal, under_traffic, 120)
 	t.raddr = l->m.iova + page_size;
 	t.rkey = l->m.rkey;
 	ASSERT_EQ(0, pthread_create(&thread, NULL, traffic_thread, &t));
-	start = now_ms();
-	while (__atomic_load_n(&t.done, __ATOMIC_RELAXED) < 16 &&
-	       now_ms() - start < DMABUF_MR_TIMEOUT_MS && !t.err &&
-	       t.status == IBV_WC_SUCCESS)
-		usleep(1000);
-	EXPECT_LE(16, __atomic_load_n(&t.done, __ATOMIC_RELAXED));
+	EXPECT_LE(16U, traffic_wait(&t, 16, DMABUF_MR_TIMEOUT_MS));
 
 	start = now_ms();
 	EXPECT_EQ(0, run("rdma link delete %s", self->name));
-	ksft_print_msg("rdma link delete: %llu ms, %lu operations before it\n",
+	ksft_print_msg("rdma link delete: %llu ms, %u operations before it\n",
 		       (unsigned long long)(now_ms() - start),
-		       __atomic_load_n(&t.done, __ATOMIC_RELAXED));
+		       __atomic_load_n(&t.ok, __ATOMIC_RELAXED));
 	__atomic_store_n(&t.stop, true, __ATOMIC_RELAXED);
 	ASSERT_EQ(0, pthread_join(thread, NULL));
 	ksft_print_msg("traffic ended with %s\n",
-		       t.err ? strerror(t.err) : ibv_wc_status_str(t.status));
+		       t.post_error ? strerror(t.post_error) :
+		       t.errors ? ibv_wc_status_str(t.first_error) :
+		       t.timed_out ? "no completion" : "the stop");
 	EXPECT_EQ(UINT32_MAX, nldev_dev_index(self->name));
 
 	/* Released by the removal, not by our close. */
@@ -996,7 +1218,7 @@ TEST_F(close_order, process_exit)
 	if (!pid) {
 		struct loop child = { .fd = l->fd };
 		struct rdma_sge src;
-		enum ibv_wc_status st;
+		struct ibv_wc wc;
 
 		/* A context of its own: the parent's is shared after fork. */
 		close(ready[0]);
@@ -1013,12 +1235,11 @@ TEST_F(close_order, process_exit)
 		c = 1;
 		if (write(ready[1], &c, 1) != 1)
 			_exit(1);
-		src = (struct rdma_sge){ (uintptr_t)child.plain.buf,
-					 page_size, child.plain.mr->lkey };
+		src = plain_sge(&child.plain, page_size);
 		/* Traffic into the MR until killed. */
-		while (!rdma_op(&child.p.s[1], IBV_WR_RDMA_WRITE, src,
-				child.m.iova, child.m.rkey, &st) &&
-		       st == IBV_WC_SUCCESS)
+		while (!_test_rdma_op(&child.p.s[1], IBV_WR_RDMA_WRITE, src,
+				      child.m.iova, child.m.rkey, 0, 0, &wc) &&
+		       wc.status == IBV_WC_SUCCESS)
 			__atomic_add_fetch(writes, 1, __ATOMIC_RELEASE);
 		_exit(1);
 	}
@@ -1051,10 +1272,6 @@ TEST_F(close_order, process_exit)
 
 static void env_probe(void)
 {
-	const char *name = getenv("RDMA_DEV");
-	struct ibv_device **list;
-	char why[256];
-
 	dmabuf_mr_raw = true;
 	if (access(DMABUF_MOCK_PATH, R_OK | W_OK)) {
 		snprintf(env.skip, sizeof(env.skip),
@@ -1062,19 +1279,11 @@ static void env_probe(void)
 			 DMABUF_MOCK_PATH);
 		return;
 	}
-	list = ibv_get_device_list(NULL);
-	if (!name && list && list[0])
-		name = ibv_get_device_name(list[0]);
-	if (!name) {
-		snprintf(env.skip, sizeof(env.skip), "no RDMA device");
-	} else if (rdma_dev_resolve(name, -1, &env.dev, why, sizeof(why))) {
-		snprintf(env.skip, sizeof(env.skip), "%s", why);
-	} else if (env.dev.driver_id == UINT32_MAX) {
+	if (dmabuf_mr_env_dev(&env.dev, env.skip, env.fail, sizeof(env.skip)))
+		return;
+	if (env.dev.driver_id == UINT32_MAX)
 		snprintf(env.skip, sizeof(env.skip),
-			 "%s: no driver id for the raw ioctl", name);
-	}
-	if (list)
-		ibv_free_device_list(list);
+			 "%s: no driver id for the raw ioctl", env.dev.name);
 	fi_setup();
 }
 

@@ -9,7 +9,9 @@
  * rereg a dma-buf MR itself (EINVAL) and never asks the kernel.
  *
  * Same style as dmabuf_mock_utils.h: _test_x() returns 0, or -1 with errno
- * set; the test_cmd_x()/test_err_x() macros of dmabuf_mr.c assert on them.
+ * set; test_cmd_x() macros assert that it worked. What the test programs
+ * share is here, once: plain buffers, posting and polling, traffic
+ * threads, netlink and the environment's device.
  * Nothing here waits without a timeout: a lost completion fails the test.
  */
 #ifndef __SELFTEST_DMABUF_MR_UTILS_H
@@ -252,6 +254,39 @@ static inline int rdma_dev_resolve(const char *name, int gid_index,
 out:
 	ibv_close_device(ctx);
 	return ret;
+}
+
+/*
+ * The device the tests run on: RDMA_DEV, else the first one, with GID
+ * RDMA_GID_INDEX, else as rdma_dev_resolve() picks one. 0, or -1 with the
+ * reason in @fail when RDMA_DEV names it (a device the caller named must
+ * work), in @skip when it does not (the first device may not be usable).
+ */
+static inline int dmabuf_mr_env_dev(struct rdma_dev_info *d, char *skip,
+				    char *fail, size_t len)
+{
+	const char *name = getenv("RDMA_DEV"), *gid = getenv("RDMA_GID_INDEX");
+	char first[IBV_SYSFS_NAME_MAX] = "", why[200];
+	struct ibv_device **list;
+	int n = 0;
+
+	if (!name) {
+		list = ibv_get_device_list(&n);
+		if (list && n > 0)
+			snprintf(first, sizeof(first), "%s",
+				 ibv_get_device_name(list[0]));
+		if (list)
+			ibv_free_device_list(list);
+		if (!first[0]) {
+			snprintf(skip, len, "no RDMA device");
+			return -1;
+		}
+	}
+	if (!rdma_dev_resolve(name ? name : first, gid ? atoi(gid) : -1, d,
+			      why, sizeof(why)))
+		return 0;
+	snprintf(name ? fail : skip, len, "%s", why);
+	return -1;
 }
 
 static inline int rdma_side_open(struct rdma_side *s,
@@ -556,6 +591,263 @@ static inline uint64_t now_ms(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return ts.tv_sec * 1000ULL + ts.tv_nsec / 1000000;
+}
+
+/* Defined below */
+static inline int rdma_poll(struct ibv_cq *cq, struct ibv_wc *wc,
+			    unsigned int timeout_ms);
+static inline const char *rdma_op_name(enum ibv_wr_opcode op);
+
+/* The first byte where @a and @b differ, or -1. */
+static inline ssize_t first_diff(const uint8_t *a, const uint8_t *b, size_t n)
+{
+	size_t i;
+
+	if (!memcmp(a, b, n))
+		return -1;
+	for (i = 0; a[i] == b[i]; i++)
+		;
+	return i;
+}
+
+/* The first byte of @p that is not @v, or -1. */
+static inline ssize_t first_not(const uint8_t *p, size_t n, uint8_t v)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		if (p[i] != v)
+			return i;
+	return -1;
+}
+
+/* Guard bytes on either side of the window of a plain buffer. */
+#define CANARY 64
+#define CANARY_BYTE 0xee
+
+/*
+ * malloc'ed memory under an ordinary MR, the other end of the transfers:
+ * a window of the size asked for, between canaries that show a transfer
+ * that went past either end of it.
+ */
+struct plain_mr {
+	uint8_t *buf;
+	size_t length;
+	struct ibv_mr *mr;
+};
+
+/* 0, or -1 with errno set; plain_free() cleans up either way. */
+static inline int plain_alloc(struct plain_mr *b, struct ibv_pd *pd,
+			      size_t window)
+{
+	int ret;
+
+	b->length = window + 2 * CANARY;
+	ret = posix_memalign((void **)&b->buf, sysconf(_SC_PAGESIZE),
+			     b->length);
+	if (ret) {
+		b->buf = NULL;
+		errno = ret;
+		return -1;
+	}
+	memset(b->buf, CANARY_BYTE, b->length);
+	b->mr = ibv_reg_mr(pd, b->buf, b->length, DMABUF_MR_ACCESS);
+	return b->mr ? 0 : -1;
+}
+
+static inline void plain_free(struct plain_mr *b)
+{
+	if (b->mr)
+		ibv_dereg_mr(b->mr);
+	free(b->buf);
+	memset(b, 0, sizeof(*b));
+}
+
+/* The first @length bytes of @b's window. */
+static inline struct rdma_sge plain_sge(struct plain_mr *b, uint32_t length)
+{
+	return (struct rdma_sge){ (uintptr_t)b->buf + CANARY, length,
+				  b->mr->lkey };
+}
+
+/*
+ * Post @op on @s, signaled, with @op as its wr_id, and wait for its
+ * completion: 0 with it in @wc, or -1 with errno set (the post's, or
+ * ETIMEDOUT or EIO from the poll).
+ */
+static inline int _test_rdma_op(struct rdma_side *s, enum ibv_wr_opcode op,
+				struct rdma_sge l, uint64_t raddr,
+				uint32_t rkey, uint64_t add, uint64_t swap,
+				struct ibv_wc *wc)
+{
+	errno = rdma_post(s, op, l, raddr, rkey, add, swap, op);
+	if (errno)
+		return -1;
+	return rdma_poll(s->cq, wc, DMABUF_MR_TIMEOUT_MS);
+}
+
+/* As _test_rdma_op(), asserting that the WR completed: its status. */
+static inline enum ibv_wc_status rdma_op(struct __test_metadata *_metadata,
+					 struct rdma_side *s,
+					 enum ibv_wr_opcode op,
+					 struct rdma_sge l, uint64_t raddr,
+					 uint32_t rkey, uint64_t add,
+					 uint64_t swap)
+{
+	struct ibv_wc wc = { .status = IBV_WC_GENERAL_ERR };
+
+	ASSERT_EQ(0, _test_rdma_op(s, op, l, raddr, rkey, add, swap, &wc))
+	TH_LOG("%s: %s", rdma_op_name(op), strerror(errno));
+	EXPECT_EQ(op, wc.wr_id);
+	return wc.status;
+}
+
+/*
+ * Assert that a dma-buf MR on @s registers: @length bytes of dma-buf @fd
+ * from @offset, at DMABUF_MR_IOVA + @offset, with DMABUF_MR_ACCESS.
+ */
+#define test_cmd_reg_mr(s, m, fd, offset, length)                            \
+	({                                                                   \
+		uint64_t __off = (offset);                                   \
+		ASSERT_EQ(0, _test_reg_dmabuf_mr(s, fd, __off, length,       \
+						 DMABUF_MR_IOVA + __off,     \
+						 DMABUF_MR_ACCESS, m))       \
+		TH_LOG("registering %s: %s", #m, strerror(errno));           \
+	})
+
+#define test_cmd_dereg_mr(m)                                                 \
+	({                                                                   \
+		ASSERT_EQ(0, _test_dereg_dmabuf_mr(m))                       \
+		TH_LOG("dereg of %s: %s", #m, strerror(errno));              \
+	})
+
+/*
+ * A thread that keeps up to @window RDMA WRITEs or READs of @chunk bytes
+ * in flight on @s, from @local (@window chunks under @lkey) to @raddr
+ * (@chunks chunks under @rkey), until the first error; @alternate makes
+ * every other one a READ. A READ that succeeds must bring back only @held,
+ * if @held is 0 to 255. The thread ends when nothing is outstanding any
+ * more after an error or after the caller set @stop; and when no
+ * completion came for @idle_ms, or it ran for @max_ms (@timed_out): a lost
+ * completion, a device that went away, or an error that never came.
+ */
+#define TRAFFIC_WINDOW_MAX 16
+
+struct traffic {
+	struct rdma_side *s;
+	enum ibv_wr_opcode op;
+	bool alternate;
+	uint8_t *local;
+	uint32_t lkey;
+	uint64_t raddr;
+	uint32_t rkey;
+	unsigned int window;
+	uint32_t chunk;
+	unsigned int chunks;
+	int held;
+	unsigned int idle_ms;
+	unsigned int max_ms;
+	/* What the thread saw */
+	unsigned int ok;		/* atomic while the thread runs */
+	bool stop;			/* atomic: the main thread gives up */
+	bool done;			/* atomic: the thread has returned */
+	enum ibv_wc_status first_error;
+	unsigned int errors;
+	unsigned int unexpected;	/* errors after the first, not flushes */
+	unsigned int bad_reads;
+	int post_error;
+	bool timed_out;
+};
+
+static inline void traffic_loop(struct traffic *t)
+{
+	uint64_t now = now_ms(), end = now + t->max_ms, last = now, next = 0;
+	unsigned int outstanding = 0, slot;
+	struct ibv_wc wc[TRAFFIC_WINDOW_MAX];
+	enum ibv_wr_opcode op;
+	int i, n;
+
+	for (;;) {
+		while (!t->errors && outstanding < t->window &&
+		       !__atomic_load_n(&t->stop, __ATOMIC_RELAXED)) {
+			struct rdma_sge l = {
+				(uintptr_t)t->local +
+					(next % t->window) * t->chunk,
+				t->chunk, t->lkey,
+			};
+
+			op = t->alternate && next % 2 ? IBV_WR_RDMA_READ :
+							t->op;
+			if (op == IBV_WR_RDMA_READ)
+				memset((void *)(uintptr_t)l.addr, 0, t->chunk);
+			t->post_error = rdma_post(t->s, op, l, t->raddr +
+						  (next % t->chunks) *
+						  t->chunk, t->rkey, 0, 0,
+						  next);
+			if (t->post_error)
+				return;
+			next++;
+			outstanding++;
+		}
+		n = ibv_poll_cq(t->s->cq, ARRAY_SIZE(wc), wc);
+		if (n < 0) {
+			t->post_error = EIO;
+			return;
+		}
+		now = now_ms();
+		if (n)
+			last = now;
+		for (i = 0; i < n; i++) {
+			outstanding--;
+			if (wc[i].status == IBV_WC_SUCCESS) {
+				slot = wc[i].wr_id % t->window;
+				if (wc[i].opcode == IBV_WC_RDMA_READ &&
+				    t->held >= 0 &&
+				    first_not(t->local + slot * t->chunk,
+					      t->chunk, t->held) >= 0)
+					t->bad_reads++;
+				__atomic_add_fetch(&t->ok, 1, __ATOMIC_RELAXED);
+			} else if (!t->errors++) {
+				t->first_error = wc[i].status;
+			} else if (wc[i].status != IBV_WC_WR_FLUSH_ERR) {
+				t->unexpected++;
+			}
+		}
+		if (!outstanding && (t->errors ||
+				     __atomic_load_n(&t->stop, __ATOMIC_RELAXED)))
+			return;
+		if (now > end || now - last > t->idle_ms) {
+			t->timed_out = true;
+			return;
+		}
+		if (!n)
+			usleep(50);
+	}
+}
+
+static inline void *traffic_thread(void *arg)
+{
+	struct traffic *t = arg;
+
+	traffic_loop(t);
+	__atomic_store_n(&t->done, true, __ATOMIC_RELEASE);
+	return NULL;
+}
+
+/*
+ * Wait until @t has completed @n WRs successfully, or has ended, or
+ * @timeout_ms have passed: how many it has completed.
+ */
+static inline unsigned int traffic_wait(struct traffic *t, unsigned int n,
+					unsigned int timeout_ms)
+{
+	uint64_t end = now_ms() + timeout_ms;
+	unsigned int ok;
+
+	while ((ok = __atomic_load_n(&t->ok, __ATOMIC_RELAXED)) < n &&
+	       !__atomic_load_n(&t->done, __ATOMIC_ACQUIRE) && now_ms() < end)
+		usleep(1000);
+	return ok;
 }
 
 /* One completion within @timeout_ms: 0, or -1 with errno ETIMEDOUT/EIO. */
