@@ -21,20 +21,31 @@
  * memory can follow.
  *
  * Why a lock and not a drain of the MR's reference count: every packet
- * looks its keys up again and drops its reference when done, so a drain
- * would work, but it waits for every holder of a reference and would need a
- * wait on the pool's count that rxe does not have. The lock bounds what a
- * revoke waits for by one packet's copy, whatever the peer or the QP does,
- * and makes the address check and the vunmap one critical section.
+ * looks its keys up again and drops its reference when done, so a drain,
+ * as rxe_cleanup() does at deregistration, would work; but it waits for
+ * every holder of a reference, with the reservation lock held. The lock
+ * bounds what a revoke waits for by one packet's copy, whatever the peer or
+ * the QP does, and makes the address check and the vunmap one critical
+ * section.
  *
- * dma-buf asks CPU importers to bracket each access with
- * dma_buf_begin_cpu_access() and dma_buf_end_cpu_access(): that is where an
- * exporter of memory that is not coherent with the CPU cache, on
- * architectures that have such memory, syncs it. rxe does so around each
- * copy, outside dmabuf_sem (exporters may take the reservation lock there,
- * which the revoke holds when it takes dmabuf_sem). It costs two calls into
- * the exporter per packet; an exporter that has nothing to sync does little
- * in them.
+ * dma-buf asks CPU importers to bracket their access with
+ * dma_buf_begin_cpu_access() and dma_buf_end_cpu_access(): begin waits for
+ * the buffer's implicit fences and lets an exporter of memory that is not
+ * coherent with the CPU make it so, end hands it back. rxe brackets once per
+ * registration, in both directions: begin when the import is pinned and
+ * vmapped, in the registering task, end at deregistration. That is what a
+ * NIC's pinned mapping sees: it is not synchronised with the buffer's
+ * fences either, user space orders its accesses with its GPU work. Per
+ * copy it would make every packet wait for whatever fence anyone with the
+ * buffer adds (DMA_BUF_IOCTL_IMPORT_SYNC_FILE takes any sync_file), with
+ * the QP's task holding a reference to the MR that deregistration, QP
+ * destruction and device removal then wait for; an exporter that takes the
+ * reservation lock in begin would take it per packet too.
+ *
+ * The data path therefore waits for nothing but a revoke in progress. Should
+ * a task still hold a reference when rxe_cleanup() gives up waiting for it,
+ * deregistration keeps the import and never frees the MR: that task may be
+ * in a copy (rxe_dmabuf_mr_release()).
  *
  * The MR keeps its pool index, and with it its key, until it is
  * deregistered, so no new MR can be handed the revoked key.
@@ -72,6 +83,11 @@ static void rxe_dmabuf_mr_revoke(void *priv)
 
 	dma_buf_vunmap(dmabuf, &mr->dmabuf_map);
 	iosys_map_clear(&mr->dmabuf_map);
+}
+
+static struct dma_buf *rxe_dmabuf_mr_dmabuf(struct rxe_mr *mr)
+{
+	return to_ib_umem_dmabuf(mr->umem)->attach->dmabuf;
 }
 
 int rxe_dmabuf_mr_init_user(struct rxe_dev *rxe, u64 offset, u64 length,
@@ -126,6 +142,29 @@ int rxe_dmabuf_mr_init_user(struct rxe_dev *rxe, u64 offset, u64 length,
 
 	ib_umem_dmabuf_set_revoke_locked(umem_dmabuf, rxe_dmabuf_mr_revoke, mr);
 	dma_resv_unlock(dmabuf->resv);
+
+	/*
+	 * Once, for as long as the MR is registered: this waits for the
+	 * buffer's fences here, in the registering task, interruptibly, and
+	 * never in the data path. Outside the reservation lock, which
+	 * exporters may take in it. A revoke may come first, and the
+	 * exporter then refuse: the MR is registered revoked, as if the
+	 * revoke had come just after. Any other refusal fails the
+	 * registration, whose cleanup releases the import.
+	 */
+	err = dma_buf_begin_cpu_access(dmabuf, DMA_BIDIRECTIONAL);
+	if (err) {
+		down_read(&mr->dmabuf_sem);
+		if (mr->dmabuf_vaddr) {
+			rxe_dbg_mr(mr, "dma-buf CPU access refused, err = %d\n",
+				   err);
+		} else {
+			err = 0;
+		}
+		up_read(&mr->dmabuf_sem);
+		return err;
+	}
+	mr->dmabuf_cpu_access = true;
 	return 0;
 
 err_vunmap:
@@ -136,46 +175,54 @@ err_unlock:
 	return err;
 }
 
-static struct dma_buf *rxe_dmabuf_mr_dmabuf(struct rxe_mr *mr)
+/*
+ * Deregistration, from rxe_mr_cleanup(): ends the CPU access that
+ * registration began, then releases the import, which revokes the MR if
+ * the exporter has not. Returns false, and keeps both, when a task still
+ * holds a reference to the MR after rxe_cleanup() gave up waiting for it:
+ * it may be in a copy, and its dmabuf_sem, its address and the dma-buf
+ * must stay. The MR is then never freed (see rxe_dereg_mr()).
+ */
+bool rxe_dmabuf_mr_release(struct rxe_mr *mr)
 {
-	return to_ib_umem_dmabuf(mr->umem)->attach->dmabuf;
+	if (kref_read(&mr->elem.ref_cnt)) {
+		rxe_err_mr(mr, "still referenced, dma-buf import kept\n");
+		mr->dmabuf_held = true;
+		return false;
+	}
+	if (mr->dmabuf_cpu_access)
+		dma_buf_end_cpu_access(rxe_dmabuf_mr_dmabuf(mr),
+				       DMA_BIDIRECTIONAL);
+	ib_umem_release(mr->umem);
+	mr->umem = NULL;
+	return true;
 }
 
 /*
- * The one way to the memory of a dma-buf MR: begins CPU access for @dir and
- * returns the kernel address of @iova with dmabuf_sem held for read, or
- * NULL once the MR is revoked or the exporter refused the access. Either
- * way the caller, who has checked the range, calls rxe_dmabuf_mr_end() with
- * @dir and *@began when done.
+ * The one way to the memory of a dma-buf MR: the kernel address of @iova
+ * with dmabuf_sem held for read, or NULL once the MR is revoked. Either
+ * way the caller, who has checked the range, calls rxe_dmabuf_mr_end().
+ * Nothing here waits for anything but a revoke in progress.
  */
-static void *rxe_dmabuf_mr_begin(struct rxe_mr *mr, u64 iova,
-				 enum dma_data_direction dir, bool *began)
+static void *rxe_dmabuf_mr_begin(struct rxe_mr *mr, u64 iova)
 	__acquires(&mr->dmabuf_sem)
 {
-	/* Outside dmabuf_sem: the exporter may take the reservation lock */
-	*began = !dma_buf_begin_cpu_access(rxe_dmabuf_mr_dmabuf(mr), dir);
 	down_read(&mr->dmabuf_sem);
-	if (unlikely(!*began || !mr->dmabuf_vaddr))
+	if (unlikely(!mr->dmabuf_vaddr))
 		return NULL;
 	return mr->dmabuf_vaddr + (iova - mr->ibmr.iova);
 }
 
-static void rxe_dmabuf_mr_end(struct rxe_mr *mr, enum dma_data_direction dir,
-			      bool began)
+static void rxe_dmabuf_mr_end(struct rxe_mr *mr)
 	__releases(&mr->dmabuf_sem)
 {
 	up_read(&mr->dmabuf_sem);
-	if (began)
-		dma_buf_end_cpu_access(rxe_dmabuf_mr_dmabuf(mr), dir);
 }
 
 int rxe_dmabuf_mr_copy(struct rxe_mr *mr, u64 iova, void *addr,
 		       unsigned int length, enum rxe_mr_copy_dir dir)
 {
-	enum dma_data_direction ddir = dir == RXE_TO_MR_OBJ ? DMA_TO_DEVICE :
-							      DMA_FROM_DEVICE;
-	bool began;
-	u8 *va = rxe_dmabuf_mr_begin(mr, iova, ddir, &began);
+	u8 *va = rxe_dmabuf_mr_begin(mr, iova);
 	int err = 0;
 
 	if (unlikely(!va)) {
@@ -186,21 +233,20 @@ int rxe_dmabuf_mr_copy(struct rxe_mr *mr, u64 iova, void *addr,
 	} else {
 		memcpy(addr, va, length);
 	}
-	rxe_dmabuf_mr_end(mr, ddir, began);
+	rxe_dmabuf_mr_end(mr);
 	return err;
 }
 
 /*
  * As rxe_dmabuf_mr_begin(), for the aligned 8 bytes an atomic works on:
  * RESPST_NONE with *va set, or the error to answer. Either way the caller
- * calls rxe_dmabuf_mr_end() with DMA_BIDIRECTIONAL and *@began.
+ * calls rxe_dmabuf_mr_end().
  */
 static enum resp_states rxe_dmabuf_mr_begin_atomic(struct rxe_mr *mr,
-						   u64 iova, u64 **va,
-						   bool *began)
+						   u64 iova, u64 **va)
 	__acquires(&mr->dmabuf_sem)
 {
-	*va = rxe_dmabuf_mr_begin(mr, iova, DMA_BIDIRECTIONAL, began);
+	*va = rxe_dmabuf_mr_begin(mr, iova);
 	/* See IBA oA19-28 */
 	if (unlikely(!*va) || mr_check_range(mr, iova, sizeof(**va)))
 		return RESPST_ERR_RKEY_VIOLATION;
@@ -215,11 +261,10 @@ enum resp_states rxe_dmabuf_mr_atomic_op(struct rxe_mr *mr, u64 iova,
 					 u64 swap_add, u64 *orig_val)
 {
 	enum resp_states ret;
-	bool began;
 	u64 value;
 	u64 *va;
 
-	ret = rxe_dmabuf_mr_begin_atomic(mr, iova, &va, &began);
+	ret = rxe_dmabuf_mr_begin_atomic(mr, iova, &va);
 	if (ret == RESPST_NONE) {
 		spin_lock_bh(&atomic_ops_lock);
 		value = *va;
@@ -232,7 +277,7 @@ enum resp_states rxe_dmabuf_mr_atomic_op(struct rxe_mr *mr, u64 iova,
 		}
 		spin_unlock_bh(&atomic_ops_lock);
 	}
-	rxe_dmabuf_mr_end(mr, DMA_BIDIRECTIONAL, began);
+	rxe_dmabuf_mr_end(mr);
 	return ret;
 }
 
@@ -240,15 +285,14 @@ enum resp_states rxe_dmabuf_mr_atomic_write(struct rxe_mr *mr, u64 iova,
 					    u64 value)
 {
 	enum resp_states ret;
-	bool began;
 	u64 *va;
 
-	ret = rxe_dmabuf_mr_begin_atomic(mr, iova, &va, &began);
+	ret = rxe_dmabuf_mr_begin_atomic(mr, iova, &va);
 	if (ret != RESPST_NONE)
 		goto out;
 	/* Do atomic write after all prior operations have completed */
 	smp_store_release(va, value);
 out:
-	rxe_dmabuf_mr_end(mr, DMA_BIDIRECTIONAL, began);
+	rxe_dmabuf_mr_end(mr);
 	return ret;
 }

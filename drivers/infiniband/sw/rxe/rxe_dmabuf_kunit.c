@@ -246,11 +246,39 @@ static void test_copy_after_revoke(struct kunit *test)
 	expect_buffer(test, ctx, pattern);
 }
 
+/*
+ * Deregistration with a reference still held after rxe_cleanup() gave up
+ * waiting for it: the holder may be in a copy, so the MR keeps its import,
+ * its address and its vmap, is marked never to be freed, and the holder's
+ * copy still reaches the memory. CPU access is not ended under it.
+ */
+static void test_release_while_referenced(struct kunit *test)
+{
+	struct rxe_dmabuf_kunit *ctx = test->priv;
+	struct dmabuf_mock_query q = {};
+
+	kref_init(&ctx->mr.elem.ref_cnt);
+	KUNIT_EXPECT_FALSE(test, rxe_dmabuf_mr_release(&ctx->mr));
+	KUNIT_EXPECT_TRUE(test, ctx->mr.dmabuf_held);
+	KUNIT_EXPECT_PTR_EQ(test, ctx->mr.umem, &ctx->umem.umem);
+	KUNIT_EXPECT_NOT_NULL(test, ctx->mr.dmabuf_vaddr);
+	KUNIT_EXPECT_EQ(test, mock_vmaps(test, ctx->dmabuf), 1);
+
+	queue_work(system_dfl_wq, &ctx->copy_work);
+	KUNIT_ASSERT_TRUE(test, wait_for_completion_timeout(&ctx->copied,
+							    5 * HZ));
+	KUNIT_EXPECT_EQ(test, ctx->copy_err, 0);
+	expect_buffer(test, ctx, pattern);
+	KUNIT_EXPECT_EQ(test, dmabuf_mock_query(ctx->dmabuf, &q), 0);
+	KUNIT_EXPECT_EQ(test, q.cpu_ends, 0);
+}
+
 static struct kunit_case rxe_dmabuf_cases[] = {
 	KUNIT_CASE(test_revoke_waits_for_copy),
 	KUNIT_CASE(test_revoke_idle),
 	KUNIT_CASE(test_copy),
 	KUNIT_CASE(test_copy_after_revoke),
+	KUNIT_CASE(test_release_while_referenced),
 	{}
 };
 
