@@ -19,8 +19,8 @@ on. `write` then makes the mails with b4, one directory per series:
     mails to files and cannot send (b4 turns -o into a dry run).
 
 Every commit is re-made with the sender's identity (git config user.name and
-user.email, or MAIL_TEST_IDENTITY for tests) as author and in place of the
-placeholder Signed-off-by. Invented identities (example.org, .example,
+user.email, or MAIL_TEST_IDENTITY for tests) in place of the placeholder
+Signed-off-by, and as author unless someone else (a real address) wrote it. Invented identities (example.org, .example,
 localhost, noreply, ...) are refused, except MAIL_TEST_IDENTITY, which must
 be one.
 
@@ -367,6 +367,12 @@ class Work:
             git(self.dir, "log", "-1", "--format=%B", c, env=e), self.ident)
         e["GIT_AUTHOR_DATE"] = git(self.dir, "log", "-1", "--format=%aD",
                                    c, env=e).strip()
+        # A patch someone else wrote keeps its author (b4 then puts a
+        # From: line for it in the body); ours get the sender's.
+        an, ae = git(self.dir, "log", "-1", "--format=%an%x00%ae", c,
+                     env=e).strip().split("\0")
+        if not invented(ae):
+            e["GIT_AUTHOR_NAME"], e["GIT_AUTHOR_EMAIL"] = an, ae
         new = git(self.dir, "commit-tree", tree, "-p", parent, env=e,
                   input=msg).strip()
         self.picks[key] = new

@@ -40,7 +40,7 @@ export KSELFTEST_TARGETS=${KSELFTEST_TARGETS:-rdma drivers/dma-buf}
 # What the guests run: kselftest collections, or COLLECTION:TEST. Not
 # drivers/dma-buf:udmabuf, upstream's, which needs 2 GiB of 2 MiB huge
 # pages reserved (its test 6) and fails without them.
-KSELFTEST_RUN=${KSELFTEST_RUN:-rdma drivers/dma-buf:dmabuf_mock}
+KSELFTEST_RUN=${KSELFTEST_RUN:-rdma drivers/dma-buf:dmabuf_mock drivers/dma-buf:udmabuf_cpu_access}
 # KUnit test modules and their suites, for the debug kernel.
 KUNIT_SUITES=${KUNIT_SUITES:-dmabuf_kunit:dmabuf_mock umem_dmabuf_kunit:ib_umem_dmabuf rxe_dmabuf_kunit:rxe_dmabuf mana_ib_kunit:mana_ib_mr_quarantine efa_kunit:efa_mr_quarantine}
 log() { printf '\n### %s\n' "$*"; }
