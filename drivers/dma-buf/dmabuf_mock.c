@@ -382,8 +382,8 @@ static int dmabuf_mock_vmap(struct dma_buf *dmabuf, struct iosys_map *map)
 
 	dma_resv_assert_held(dmabuf->resv);
 	/*
-	 * dma_buf_vmap() warns when this fails: an importer must not vmap a
-	 * buffer it has been told is revoked.
+	 * A revoking exporter refuses a vmap while revoked; an importer that
+	 * took the revoke for a move (before its pin) learns of it here.
 	 */
 	if (mock->revoked)
 		return -ENODEV;

@@ -118,12 +118,19 @@ int rxe_dmabuf_mr_init_user(struct rxe_dev *rxe, u64 offset, u64 length,
 	}
 	dmabuf = umem_dmabuf->attach->dmabuf;
 
-	/* dma_buf_vmap() gives -EINVAL when the exporter has no vmap. */
+	/*
+	 * An exporter without vmap cannot be copied from. Ask its ops: the
+	 * -EINVAL dma_buf_vmap() gives for it is also what some exporters
+	 * return when their vmap fails, and those errors pass through.
+	 */
+	if (!dmabuf->ops->vmap) {
+		rxe_dbg_mr(mr, "dma-buf exporter has no vmap\n");
+		err = -EOPNOTSUPP;
+		goto err_unlock;
+	}
 	err = dma_buf_vmap(dmabuf, &map);
 	if (err) {
 		rxe_dbg_mr(mr, "dma-buf vmap failed, err = %d\n", err);
-		if (err == -EINVAL)
-			err = -EOPNOTSUPP;
 		goto err_unlock;
 	}
 	if (map.is_iomem) {
@@ -226,8 +233,13 @@ int rxe_dmabuf_mr_copy(struct rxe_mr *mr, u64 iova, void *addr,
 	int err = 0;
 
 	if (unlikely(!va)) {
+		/*
+		 * The errno of a failed lookup in copy_data(): a revoke that
+		 * comes between the lookup and the copy completes the work
+		 * request as one that came before the lookup.
+		 */
 		rxe_dbg_mr(mr, "access after revoke\n");
-		err = -EFAULT;
+		err = -EINVAL;
 	} else if (dir == RXE_TO_MR_OBJ) {
 		memcpy(va, addr, length);
 	} else {
