@@ -77,7 +77,8 @@ static void rxe_dmabuf_mr_revoke(void *priv)
 				RXE_CNT_DMABUF_REVOKE_WAITED);
 		down_write(&mr->dmabuf_sem);
 	}
-	mr->state = RXE_MR_STATE_INVALID;
+	/* Read without the lock by key lookups (lookup_mr()) */
+	WRITE_ONCE(mr->state, RXE_MR_STATE_INVALID);
 	mr->dmabuf_vaddr = NULL;
 	up_write(&mr->dmabuf_sem);
 

@@ -277,12 +277,27 @@ static void test_release_while_referenced(struct kunit *test)
 	KUNIT_EXPECT_EQ(test, q.cpu_ends, 0);
 }
 
+/*
+ * FLUSH cannot reach a dma-buf MR (REG_DMABUF_MR passes no FLUSH access
+ * flag); should a caller get past that, the flush is refused rather than
+ * walking page tables the MR does not have.
+ */
+static void test_flush_refused(struct kunit *test)
+{
+	struct rxe_dmabuf_kunit *ctx = test->priv;
+
+	KUNIT_EXPECT_EQ(test, rxe_flush_pmem_iova(&ctx->mr, MR_IOVA, 8),
+			-EFAULT);
+	KUNIT_EXPECT_EQ(test, revokes_waited(ctx), 0);
+}
+
 static struct kunit_case rxe_dmabuf_cases[] = {
 	KUNIT_CASE(test_revoke_waits_for_copy),
 	KUNIT_CASE(test_revoke_idle),
 	KUNIT_CASE(test_copy),
 	KUNIT_CASE(test_copy_after_revoke),
 	KUNIT_CASE(test_release_while_referenced),
+	KUNIT_CASE(test_flush_refused),
 	{}
 };
 
