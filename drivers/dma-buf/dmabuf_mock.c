@@ -305,7 +305,7 @@ static int dmabuf_mock_pin(struct dma_buf_attachment *attach)
 	/* As the uverbs exporter: no pinned importers. */
 	if (mock->flags & DMABUF_MOCK_NO_PIN)
 		return -EOPNOTSUPP;
-	if (mock->revoked)
+	if (mock->revoked && !(mock->flags & DMABUF_MOCK_LAX_PIN))
 		return -ENODEV;
 	if (mock->flags & DMABUF_MOCK_PIN_FENCE) {
 		ret = dmabuf_mock_add_pin_fence(mock);
@@ -553,7 +553,8 @@ struct dma_buf *dmabuf_mock_create(u64 length, u32 flags)
 	DEFINE_DMA_BUF_EXPORT_INFO(exp_info);
 	const u32 valid = DMABUF_MOCK_NO_PIN | DMABUF_MOCK_REQUIRE_REVOCABLE |
 			  DMABUF_MOCK_NO_VMAP | DMABUF_MOCK_VMAP_IOMEM |
-			  DMABUF_MOCK_VMAP_EAGER | DMABUF_MOCK_PIN_FENCE;
+			  DMABUF_MOCK_VMAP_EAGER | DMABUF_MOCK_PIN_FENCE |
+			  DMABUF_MOCK_LAX_PIN;
 	struct dmabuf_mock *mock;
 	struct dma_buf *dmabuf;
 

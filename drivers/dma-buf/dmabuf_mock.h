@@ -42,6 +42,9 @@
  *	DMABUF_MOCK_PIN_FENCE_MS later a work fills the whole buffer with
  *	DMABUF_MOCK_MIGRATED bytes, then signals the fence. An importer that
  *	waits for the kernel fences after its pin finds the pattern there.
+ * @DMABUF_MOCK_LAX_PIN: .pin succeeds while the buffer is revoked, as
+ *	for an exporter without .pin (dma_buf_pin() then returns 0): only a
+ *	refused map or vmap stops an importer of the revoked buffer then
  */
 enum dmabuf_mock_create_flags {
 	DMABUF_MOCK_NO_PIN = 1 << 0,
@@ -50,6 +53,7 @@ enum dmabuf_mock_create_flags {
 	DMABUF_MOCK_VMAP_IOMEM = 1 << 3,
 	DMABUF_MOCK_VMAP_EAGER = 1 << 4,
 	DMABUF_MOCK_PIN_FENCE = 1 << 5,
+	DMABUF_MOCK_LAX_PIN = 1 << 6,
 };
 
 #define DMABUF_MOCK_PIN_FENCE_MS 500

@@ -765,6 +765,83 @@ static void test_revoked_before_pin(struct kunit *test)
 }
 
 /*
+ * A CPU import of a buffer revoked between its attach and its pin, while
+ * someone else holds a vmap of the buffer. The invalidate comes before the
+ * pin, so the import takes it for a move, and dma_buf_vmap() hands out the
+ * holder's cached mapping without asking the exporter: the exporter's
+ * refused pin is what stops the import (dma_buf_pin()'s contract for a
+ * revoking exporter). Without a holder, a pin that does not refuse is
+ * caught by the refused vmap. With neither refusal there is nothing left
+ * to catch it, and this shows what happens then: the import succeeds, the
+ * vmap is the holder's mapping of the revoked buffer, and the next revoke
+ * that reaches the import is the exporter's next one. The importer cannot
+ * tell this invalidate from a move's (amdgpu moves a buffer, invalidating
+ * it, from inside its own pin), which is why dma-buf's documentation puts
+ * the refusal on the exporter.
+ */
+struct revoked_vmapped {
+	u32 flags;		/* the mock's */
+	bool holder;		/* someone else keeps a vmap */
+	int pin_err;		/* what the import's pin gives */
+	int vmap_err;		/* then the importer's vmap */
+	const char *desc;
+};
+
+static const struct revoked_vmapped revoked_vmapped_params[] = {
+	{ 0, true, -ENODEV, 0, "pin refused, vmap held" },
+	{ DMABUF_MOCK_LAX_PIN, false, 0, -ENODEV, "lax pin, vmap refused" },
+	{ DMABUF_MOCK_LAX_PIN, true, 0, 0, "lax pin, vmap held: imported" },
+};
+
+static void revoked_vmapped_desc(const struct revoked_vmapped *p, char *desc)
+{
+	strscpy(desc, p->desc, KUNIT_PARAM_DESC_SIZE);
+}
+
+KUNIT_ARRAY_PARAM(revoked_vmapped, revoked_vmapped_params,
+		  revoked_vmapped_desc);
+
+static void test_revoked_before_pin_vmapped(struct kunit *test)
+{
+	const struct revoked_vmapped *p = test->param_value;
+	struct iosys_map held = {}, map = {};
+	struct ib_umem_dmabuf *umem;
+	struct dma_buf *dmabuf;
+	int fd, err;
+
+	fd = mock_fd(test, 2 * PAGE_SIZE, p->flags, &dmabuf);
+	if (p->holder)
+		KUNIT_ASSERT_EQ(test, dma_buf_vmap_unlocked(dmabuf, &held), 0);
+	umem = attach_only(test, fd, 2 * PAGE_SIZE, true);
+	/* A holder's vmap outlives the revoke's wait; the buffer is revoked. */
+	KUNIT_EXPECT_EQ(test, dmabuf_mock_revoke(dmabuf, 0, 10, NULL, 0),
+			p->holder ? -ETIMEDOUT : 0);
+	KUNIT_EXPECT_EQ(test, query(test, dmabuf).state,
+			(u32)DMABUF_MOCK_STATE_REVOKED);
+	KUNIT_EXPECT_FALSE(test, umem->revoked);
+
+	err = ib_umem_dmabuf_pin_and_lock(umem, false);
+	KUNIT_EXPECT_EQ(test, err, p->pin_err);
+	if (err)
+		goto out;
+	/* As rxe does, once pinned. */
+	err = dma_buf_vmap(dmabuf, &map);
+	KUNIT_EXPECT_EQ(test, err, p->vmap_err);
+	if (!err) {
+		KUNIT_EXPECT_PTR_EQ(test, map.vaddr, held.vaddr);
+		KUNIT_EXPECT_FALSE(test, umem->revoked);
+		dma_buf_vunmap(dmabuf, &map);
+	}
+	dma_resv_unlock(dmabuf->resv);
+	ib_umem_release(&umem->umem);
+out:
+	expect_mock(test, dmabuf, 0, 0, 0);
+	if (p->holder)
+		dma_buf_vunmap_unlocked(dmabuf, &held);
+	KUNIT_EXPECT_EQ(test, query(test, dmabuf).vmaps, 0);
+}
+
+/*
  * An exporter that migrates the buffer at pin (TTM) fences the copy with
  * DMA_RESV_USAGE_KERNEL: the import returns only once the copy is done, so
  * the driver never reaches the stale pages.
@@ -1256,6 +1333,8 @@ static struct kunit_case umem_dmabuf_cases[] = {
 	KUNIT_CASE_PARAM(test_invalidate_before_attach_stored,
 			 import_kind_gen_params),
 	KUNIT_CASE_PARAM(test_revoked_before_pin, import_kind_gen_params),
+	KUNIT_CASE_PARAM(test_revoked_before_pin_vmapped,
+			 revoked_vmapped_gen_params),
 	KUNIT_CASE_PARAM(test_import_waits_for_migration,
 			 import_kind_gen_params),
 	KUNIT_CASE(test_require_revocable),
