@@ -33,10 +33,7 @@
 #include "../../kselftest_harness.h"
 
 #define ROUNDS		300
-/*
- * 16 pages: no segment of the table can be longer than the 64 KiB the
- * udmabuf device accepts by default, whichever pages the memfd gets.
- */
+/* A small buffer: the races are in making the table, not in its size. */
 #define BUF_PAGES	16
 #define FAIL_NTH_MAX	200
 
