@@ -26,6 +26,7 @@
 #include <linux/slab.h>
 #include <linux/string.h>
 #include <linux/workqueue.h>
+#include <rdma/ib_kunit_helpers.h>
 #include <rdma/ib_umem.h>
 #include <rdma/ib_verbs.h>
 
@@ -39,7 +40,6 @@ struct umem_kunit {
 	struct device *dma_dev;
 	/* test_revoke_release_orders: what its pause points share */
 	struct race_point *rp;
-	struct dmabuf_mock_stats before;
 	long exporters_before;
 };
 
@@ -69,45 +69,6 @@ static void expect_revoked_once(struct kunit *test, struct fake_mr *mr)
 	KUNIT_EXPECT_EQ(test, atomic_read(&mr->unlocked_revokes), 0);
 }
 
-KUNIT_DEFINE_ACTION_WRAPPER(put_dmabuf, dma_buf_put, struct dma_buf *);
-
-static void close_fd_action(void *fd)
-{
-	close_fd((unsigned long)fd);
-}
-
-/*
- * The umem API takes a file descriptor. KUnit runs each case in a kernel
- * thread, which shares the init task's file table: install the buffer
- * there, and keep a reference of our own to look at it.
- */
-static int install_fd(struct kunit *test, struct dma_buf *dmabuf)
-{
-	int fd;
-
-	KUNIT_ASSERT_EQ(test, kunit_add_action_or_reset(test, put_dmabuf,
-							dmabuf), 0);
-	get_dma_buf(dmabuf);
-	fd = dma_buf_fd(dmabuf, O_CLOEXEC);
-	if (fd < 0)
-		dma_buf_put(dmabuf);
-	KUNIT_ASSERT_GE(test, fd, 0);
-	KUNIT_ASSERT_EQ(test, kunit_add_action_or_reset(test, close_fd_action,
-							(void *)(long)fd), 0);
-	return fd;
-}
-
-static int mock_fd(struct kunit *test, u64 length, u32 flags,
-		   struct dma_buf **out)
-{
-	struct dma_buf *dmabuf = dmabuf_mock_create(length, flags);
-
-	KUNIT_ASSERT_FALSE_MSG(test, IS_ERR(dmabuf), "no mock buffer: %d",
-			       PTR_ERR_OR_ZERO(dmabuf));
-	*out = dmabuf;
-	return install_fd(test, dmabuf);
-}
-
 /* Takes the reservation lock: never with a umem still locked. */
 static struct dmabuf_mock_query query(struct kunit *test,
 				      struct dma_buf *dmabuf)
@@ -116,21 +77,6 @@ static struct dmabuf_mock_query query(struct kunit *test,
 
 	KUNIT_ASSERT_EQ(test, dmabuf_mock_query(dmabuf, &q), 0);
 	return q;
-}
-
-static void expect_mock(struct kunit *test, struct dma_buf *dmabuf,
-			u32 attachments, u32 pins, u32 maps)
-{
-	struct dmabuf_mock_query q = query(test, dmabuf);
-
-	KUNIT_EXPECT_EQ(test, q.attachments, attachments);
-	KUNIT_EXPECT_EQ(test, q.pins, pins);
-	KUNIT_EXPECT_EQ(test, q.maps, maps);
-}
-
-static int mock_revoke(struct dma_buf *dmabuf)
-{
-	return dmabuf_mock_revoke(dmabuf, 0, 1000, NULL, 0);
 }
 
 /* Import with a callback on @mr, and unlock, as a driver does. */
@@ -170,7 +116,7 @@ static void test_pinned_revocable_lock(struct kunit *test)
 	long refs;
 	int fd;
 
-	fd = mock_fd(test, 4 * PAGE_SIZE, 0, &dmabuf);
+	fd = ib_kunit_mock_fd(test, 4 * PAGE_SIZE, 0, &dmabuf);
 	refs = file_count(dmabuf->file);
 	/* The middle two pages: the core trims the exporter's table. */
 	umem = ib_umem_dmabuf_get_pinned_revocable_and_lock(ctx->ibdev,
@@ -195,12 +141,12 @@ static void test_pinned_revocable_lock(struct kunit *test)
 	ib_umem_dmabuf_set_revoke_locked(umem, fake_revoke, &mr);
 	dma_resv_unlock(dmabuf->resv);
 	KUNIT_EXPECT_EQ(test, atomic_read(&mr.revokes), 0);
-	expect_mock(test, dmabuf, 1, 1, 1);
+	ib_kunit_expect_mock(test, dmabuf, 1, 1, 1);
 
 	/* Release without a revoke runs the callback, once. */
 	ib_umem_release(&umem->umem);
 	expect_revoked_once(test, &mr);
-	expect_mock(test, dmabuf, 0, 0, 0);
+	ib_kunit_expect_mock(test, dmabuf, 0, 0, 0);
 	KUNIT_EXPECT_EQ(test, file_count(dmabuf->file), refs);
 	KUNIT_EXPECT_EQ(test, query(test, dmabuf).invalidates, 0);
 }
@@ -212,23 +158,23 @@ static void test_revoke_then_release(struct kunit *test)
 	struct dma_buf *dmabuf;
 	int fd;
 
-	fd = mock_fd(test, 2 * PAGE_SIZE, 0, &dmabuf);
+	fd = ib_kunit_mock_fd(test, 2 * PAGE_SIZE, 0, &dmabuf);
 	umem = import_mr(test, fd, 2 * PAGE_SIZE, &mr);
 
 	/* The mock waits for the unmap: 0 means the importer let go. */
-	KUNIT_EXPECT_EQ(test, mock_revoke(dmabuf), 0);
+	KUNIT_EXPECT_EQ(test, ib_kunit_mock_revoke(dmabuf), 0);
 	expect_revoked_once(test, &mr);
 	KUNIT_EXPECT_TRUE(test, umem->revoked);
 	KUNIT_EXPECT_FALSE(test, umem->pinned);
 	KUNIT_EXPECT_NULL(test, umem->sgt);
-	expect_mock(test, dmabuf, 1, 0, 0);
+	ib_kunit_expect_mock(test, dmabuf, 1, 0, 0);
 	KUNIT_EXPECT_EQ(test, query(test, dmabuf).invalidates, 1);
 
 	/* Neither a second revoke nor the release calls the driver again. */
-	KUNIT_EXPECT_EQ(test, mock_revoke(dmabuf), 0);
+	KUNIT_EXPECT_EQ(test, ib_kunit_mock_revoke(dmabuf), 0);
 	ib_umem_release(&umem->umem);
 	expect_revoked_once(test, &mr);
-	expect_mock(test, dmabuf, 0, 0, 0);
+	ib_kunit_expect_mock(test, dmabuf, 0, 0, 0);
 }
 
 struct revoke_work {
@@ -244,7 +190,7 @@ static void revoke_work_fn(struct work_struct *work)
 	struct revoke_work *rw = container_of(work, struct revoke_work, work);
 
 	complete(&rw->started);
-	rw->ret = mock_revoke(rw->dmabuf);
+	rw->ret = ib_kunit_mock_revoke(rw->dmabuf);
 	complete(&rw->done);
 }
 
@@ -390,7 +336,7 @@ static void test_revoke_release_orders(struct kunit *test)
 	struct fake_mr mr = {};
 	int fd, ret = 0;
 
-	fd = mock_fd(test, 8 * PAGE_SIZE, 0, &dmabuf);
+	fd = ib_kunit_mock_fd(test, 8 * PAGE_SIZE, 0, &dmabuf);
 	umem = import_mr(test, fd, 8 * PAGE_SIZE, &mr);
 	rp = race_point(test);
 	rp->mr = &mr;
@@ -400,7 +346,7 @@ static void test_revoke_release_orders(struct kunit *test)
 		rp->release.umem = umem;
 		kunit_activate_static_stub(test, dmabuf_mock_pause,
 					   pause_revoke_first);
-		ret = mock_revoke(dmabuf);
+		ret = ib_kunit_mock_revoke(dmabuf);
 		flush_work(&rp->release.work);
 		destroy_work_on_stack(&rp->release.work);
 	} else {
@@ -418,7 +364,7 @@ static void test_revoke_release_orders(struct kunit *test)
 	KUNIT_EXPECT_EQ(test, rp->revokes_there, 1);
 	KUNIT_EXPECT_EQ(test, ret, 0);
 	expect_revoked_once(test, &mr);
-	expect_mock(test, dmabuf, 0, 0, 0);
+	ib_kunit_expect_mock(test, dmabuf, 0, 0, 0);
 }
 
 static const bool revoke_first_params[] = { false, true };
@@ -443,18 +389,18 @@ static void test_driver_revoke_then_exporter(struct kunit *test)
 	struct dma_buf *dmabuf;
 	int fd;
 
-	fd = mock_fd(test, 2 * PAGE_SIZE, 0, &dmabuf);
+	fd = ib_kunit_mock_fd(test, 2 * PAGE_SIZE, 0, &dmabuf);
 	umem = import_mr(test, fd, 2 * PAGE_SIZE, &mr);
 	ib_umem_dmabuf_revoke(umem);
 	expect_revoked_once(test, &mr);
-	expect_mock(test, dmabuf, 1, 0, 0);
+	ib_kunit_expect_mock(test, dmabuf, 1, 0, 0);
 
-	KUNIT_EXPECT_EQ(test, mock_revoke(dmabuf), 0);
+	KUNIT_EXPECT_EQ(test, ib_kunit_mock_revoke(dmabuf), 0);
 	KUNIT_EXPECT_EQ(test, query(test, dmabuf).invalidates, 1);
 	expect_revoked_once(test, &mr);
 	ib_umem_release(&umem->umem);
 	expect_revoked_once(test, &mr);
-	expect_mock(test, dmabuf, 0, 0, 0);
+	ib_kunit_expect_mock(test, dmabuf, 0, 0, 0);
 }
 
 /*
@@ -472,7 +418,7 @@ static void test_revoke_waits_for_unlock(struct kunit *test)
 	unsigned int before;
 	int fd;
 
-	fd = mock_fd(test, 2 * PAGE_SIZE, 0, &dmabuf);
+	fd = ib_kunit_mock_fd(test, 2 * PAGE_SIZE, 0, &dmabuf);
 	umem = ib_umem_dmabuf_get_pinned_revocable_and_lock(ctx->ibdev, 0,
 							    2 * PAGE_SIZE,
 							    fd, 0);
@@ -492,10 +438,10 @@ static void test_revoke_waits_for_unlock(struct kunit *test)
 
 	KUNIT_EXPECT_EQ(test, rw.ret, 0);
 	expect_revoked_once(test, &mr);
-	expect_mock(test, dmabuf, 1, 0, 0);
+	ib_kunit_expect_mock(test, dmabuf, 1, 0, 0);
 	ib_umem_release(&umem->umem);
 	expect_revoked_once(test, &mr);
-	expect_mock(test, dmabuf, 0, 0, 0);
+	ib_kunit_expect_mock(test, dmabuf, 0, 0, 0);
 }
 
 /* A driver that never set a callback: the revoke still lets go. */
@@ -506,18 +452,18 @@ static void test_revoke_without_callback(struct kunit *test)
 	struct dma_buf *dmabuf;
 	int fd;
 
-	fd = mock_fd(test, PAGE_SIZE, 0, &dmabuf);
+	fd = ib_kunit_mock_fd(test, PAGE_SIZE, 0, &dmabuf);
 	umem = ib_umem_dmabuf_get_pinned_revocable_and_lock(ctx->ibdev, 0,
 							    PAGE_SIZE, fd, 0);
 	KUNIT_ASSERT_FALSE(test, IS_ERR(umem));
 	dma_resv_unlock(dmabuf->resv);
-	expect_mock(test, dmabuf, 1, 1, 1);
+	ib_kunit_expect_mock(test, dmabuf, 1, 1, 1);
 
-	KUNIT_EXPECT_EQ(test, mock_revoke(dmabuf), 0);
+	KUNIT_EXPECT_EQ(test, ib_kunit_mock_revoke(dmabuf), 0);
 	KUNIT_EXPECT_TRUE(test, umem->revoked);
-	expect_mock(test, dmabuf, 1, 0, 0);
+	ib_kunit_expect_mock(test, dmabuf, 1, 0, 0);
 	ib_umem_release(&umem->umem);
-	expect_mock(test, dmabuf, 0, 0, 0);
+	ib_kunit_expect_mock(test, dmabuf, 0, 0, 0);
 }
 
 /*
@@ -543,7 +489,7 @@ static void test_no_pin(struct kunit *test)
 	long refs;
 	int fd;
 
-	fd = mock_fd(test, PAGE_SIZE, DMABUF_MOCK_NO_PIN, &dmabuf);
+	fd = ib_kunit_mock_fd(test, PAGE_SIZE, DMABUF_MOCK_NO_PIN, &dmabuf);
 	refs = file_count(dmabuf->file);
 	expect_import_fails(test, dmabuf,
 			    ib_umem_dmabuf_get_pinned_revocable_and_lock(ctx->ibdev,
@@ -559,7 +505,7 @@ static void test_no_pin(struct kunit *test)
 			    ib_umem_dmabuf_get_pinned(ctx->ibdev, 0, PAGE_SIZE,
 						      fd, 0),
 			    -EOPNOTSUPP);
-	expect_mock(test, dmabuf, 0, 0, 0);
+	ib_kunit_expect_mock(test, dmabuf, 0, 0, 0);
 	KUNIT_EXPECT_EQ(test, file_count(dmabuf->file), refs);
 }
 
@@ -570,7 +516,7 @@ static void test_bad_range(struct kunit *test)
 	long refs;
 	int fd;
 
-	fd = mock_fd(test, 2 * PAGE_SIZE, 0, &dmabuf);
+	fd = ib_kunit_mock_fd(test, 2 * PAGE_SIZE, 0, &dmabuf);
 	refs = file_count(dmabuf->file);
 	expect_import_fails(test, dmabuf,
 			    ib_umem_dmabuf_get_pinned_revocable_and_lock(ctx->ibdev,
@@ -588,7 +534,7 @@ static void test_bad_range(struct kunit *test)
 									 PAGE_SIZE,
 									 fd, 0),
 			    -EINVAL);
-	expect_mock(test, dmabuf, 0, 0, 0);
+	ib_kunit_expect_mock(test, dmabuf, 0, 0, 0);
 	KUNIT_EXPECT_EQ(test, file_count(dmabuf->file), refs);
 	/* A dma-buf must be had before anything else. */
 	KUNIT_EXPECT_EQ(test,
@@ -610,7 +556,7 @@ static void test_cpu_revocable(struct kunit *test)
 	struct dma_buf *dmabuf;
 	int fd;
 
-	fd = mock_fd(test, 2 * PAGE_SIZE, 0, &dmabuf);
+	fd = ib_kunit_mock_fd(test, 2 * PAGE_SIZE, 0, &dmabuf);
 	umem = ib_umem_dmabuf_get_cpu_revocable_and_lock(ctx->ibdev, 0,
 							 2 * PAGE_SIZE, fd, 0);
 	KUNIT_ASSERT_FALSE(test, IS_ERR(umem));
@@ -624,15 +570,15 @@ static void test_cpu_revocable(struct kunit *test)
 	mr.resv = dmabuf->resv;
 	ib_umem_dmabuf_set_revoke_locked(umem, fake_revoke, &mr);
 	dma_resv_unlock(dmabuf->resv);
-	expect_mock(test, dmabuf, 1, 1, 0);
+	ib_kunit_expect_mock(test, dmabuf, 1, 1, 0);
 
-	KUNIT_EXPECT_EQ(test, mock_revoke(dmabuf), 0);
+	KUNIT_EXPECT_EQ(test, ib_kunit_mock_revoke(dmabuf), 0);
 	expect_revoked_once(test, &mr);
 	KUNIT_EXPECT_TRUE(test, umem->revoked);
-	expect_mock(test, dmabuf, 1, 0, 0);
+	ib_kunit_expect_mock(test, dmabuf, 1, 0, 0);
 	ib_umem_release(&umem->umem);
 	expect_revoked_once(test, &mr);
-	expect_mock(test, dmabuf, 0, 0, 0);
+	ib_kunit_expect_mock(test, dmabuf, 0, 0, 0);
 }
 
 /* The revocable imports, DMA-mapped and CPU, for the cases of both. */
@@ -685,15 +631,15 @@ static void finish_and_revoke(struct kunit *test, struct ib_umem_dmabuf *umem,
 	}
 	ib_umem_dmabuf_set_revoke_locked(umem, fake_revoke, &mr);
 	dma_resv_unlock(dmabuf->resv);
-	expect_mock(test, dmabuf, 1, 1, cpu ? 0 : 1);
+	ib_kunit_expect_mock(test, dmabuf, 1, 1, cpu ? 0 : 1);
 
-	KUNIT_EXPECT_EQ(test, mock_revoke(dmabuf), 0);
+	KUNIT_EXPECT_EQ(test, ib_kunit_mock_revoke(dmabuf), 0);
 	expect_revoked_once(test, &mr);
 	KUNIT_EXPECT_TRUE(test, umem->revoked);
-	expect_mock(test, dmabuf, 1, 0, 0);
+	ib_kunit_expect_mock(test, dmabuf, 1, 0, 0);
 	ib_umem_release(&umem->umem);
 	expect_revoked_once(test, &mr);
-	expect_mock(test, dmabuf, 0, 0, 0);
+	ib_kunit_expect_mock(test, dmabuf, 0, 0, 0);
 }
 
 /*
@@ -708,7 +654,7 @@ static void test_invalidate_before_pin_is_move(struct kunit *test)
 	struct dma_buf *dmabuf;
 	int fd;
 
-	fd = mock_fd(test, 2 * PAGE_SIZE, 0, &dmabuf);
+	fd = ib_kunit_mock_fd(test, 2 * PAGE_SIZE, 0, &dmabuf);
 	umem = attach_only(test, fd, 2 * PAGE_SIZE, *cpu);
 	dma_resv_lock(dmabuf->resv, NULL);
 	dma_buf_invalidate_mappings(dmabuf);
@@ -730,7 +676,7 @@ static void test_invalidate_before_attach_stored(struct kunit *test)
 	struct dma_buf *dmabuf;
 	int fd;
 
-	fd = mock_fd(test, 2 * PAGE_SIZE, 0, &dmabuf);
+	fd = ib_kunit_mock_fd(test, 2 * PAGE_SIZE, 0, &dmabuf);
 	umem = attach_only(test, fd, 2 * PAGE_SIZE, *cpu);
 	attach = umem->attach;
 	umem->attach = NULL;
@@ -754,14 +700,14 @@ static void test_revoked_before_pin(struct kunit *test)
 	struct dma_buf *dmabuf;
 	int fd;
 
-	fd = mock_fd(test, 2 * PAGE_SIZE, 0, &dmabuf);
+	fd = ib_kunit_mock_fd(test, 2 * PAGE_SIZE, 0, &dmabuf);
 	umem = attach_only(test, fd, 2 * PAGE_SIZE, *cpu);
-	expect_mock(test, dmabuf, 1, 0, 0);
-	KUNIT_EXPECT_EQ(test, mock_revoke(dmabuf), 0);
+	ib_kunit_expect_mock(test, dmabuf, 1, 0, 0);
+	KUNIT_EXPECT_EQ(test, ib_kunit_mock_revoke(dmabuf), 0);
 
 	/* Releases the import on failure. */
 	KUNIT_EXPECT_EQ(test, ib_umem_dmabuf_pin_and_lock(umem, !*cpu), -ENODEV);
-	expect_mock(test, dmabuf, 0, 0, 0);
+	ib_kunit_expect_mock(test, dmabuf, 0, 0, 0);
 }
 
 /*
@@ -809,7 +755,7 @@ static void test_revoked_before_pin_vmapped(struct kunit *test)
 	struct dma_buf *dmabuf;
 	int fd, err;
 
-	fd = mock_fd(test, 2 * PAGE_SIZE, p->flags, &dmabuf);
+	fd = ib_kunit_mock_fd(test, 2 * PAGE_SIZE, p->flags, &dmabuf);
 	if (p->holder)
 		KUNIT_ASSERT_EQ(test, dma_buf_vmap_unlocked(dmabuf, &held), 0);
 	umem = attach_only(test, fd, 2 * PAGE_SIZE, true);
@@ -835,7 +781,7 @@ static void test_revoked_before_pin_vmapped(struct kunit *test)
 	dma_resv_unlock(dmabuf->resv);
 	ib_umem_release(&umem->umem);
 out:
-	expect_mock(test, dmabuf, 0, 0, 0);
+	ib_kunit_expect_mock(test, dmabuf, 0, 0, 0);
 	if (p->holder)
 		dma_buf_vunmap_unlocked(dmabuf, &held);
 	KUNIT_EXPECT_EQ(test, query(test, dmabuf).vmaps, 0);
@@ -856,7 +802,8 @@ static void test_import_waits_for_migration(struct kunit *test)
 	u8 byte = 0;
 	int fd;
 
-	fd = mock_fd(test, 2 * PAGE_SIZE, DMABUF_MOCK_PIN_FENCE, &dmabuf);
+	fd = ib_kunit_mock_fd(test, 2 * PAGE_SIZE, DMABUF_MOCK_PIN_FENCE,
+			      &dmabuf);
 	if (*cpu)
 		umem = ib_umem_dmabuf_get_cpu_revocable_and_lock(ctx->ibdev, 0,
 								 2 * PAGE_SIZE,
@@ -878,7 +825,7 @@ static void test_import_waits_for_migration(struct kunit *test)
 	KUNIT_EXPECT_EQ(test, byte, DMABUF_MOCK_MIGRATED);
 	ib_umem_release(&umem->umem);
 	expect_revoked_once(test, &mr);
-	expect_mock(test, dmabuf, 0, 0, 0);
+	ib_kunit_expect_mock(test, dmabuf, 0, 0, 0);
 }
 
 /* As vfio-pci: only the revocable imports may attach. */
@@ -890,20 +837,21 @@ static void test_require_revocable(struct kunit *test)
 	long refs;
 	int fd;
 
-	fd = mock_fd(test, PAGE_SIZE, DMABUF_MOCK_REQUIRE_REVOCABLE, &dmabuf);
+	fd = ib_kunit_mock_fd(test, PAGE_SIZE, DMABUF_MOCK_REQUIRE_REVOCABLE,
+			      &dmabuf);
 	refs = file_count(dmabuf->file);
 	expect_import_fails(test, dmabuf,
 			    ib_umem_dmabuf_get_pinned(ctx->ibdev, 0, PAGE_SIZE,
 						      fd, 0),
 			    -EOPNOTSUPP);
-	expect_mock(test, dmabuf, 0, 0, 0);
+	ib_kunit_expect_mock(test, dmabuf, 0, 0, 0);
 	KUNIT_EXPECT_EQ(test, file_count(dmabuf->file), refs);
 
 	umem = ib_umem_dmabuf_get_pinned_revocable_and_lock(ctx->ibdev, 0,
 							    PAGE_SIZE, fd, 0);
 	KUNIT_ASSERT_FALSE(test, IS_ERR(umem));
 	dma_resv_unlock(dmabuf->resv);
-	expect_mock(test, dmabuf, 1, 1, 1);
+	ib_kunit_expect_mock(test, dmabuf, 1, 1, 1);
 	ib_umem_release(&umem->umem);
 
 	umem = ib_umem_dmabuf_get_pinned_revocable_with_dma_device_and_lock(ctx->ibdev,
@@ -918,35 +866,24 @@ static void test_require_revocable(struct kunit *test)
 							 PAGE_SIZE, fd, 0);
 	KUNIT_ASSERT_FALSE(test, IS_ERR(umem));
 	dma_resv_unlock(dmabuf->resv);
-	expect_mock(test, dmabuf, 1, 1, 0);
+	ib_kunit_expect_mock(test, dmabuf, 1, 1, 0);
 	ib_umem_release(&umem->umem);
-	expect_mock(test, dmabuf, 0, 0, 0);
+	ib_kunit_expect_mock(test, dmabuf, 0, 0, 0);
 	KUNIT_EXPECT_EQ(test, file_count(dmabuf->file), refs);
-}
-
-static struct device *dma_device(struct kunit *test, const char *name)
-{
-	struct device *dev = kunit_device_register(test, name);
-
-	KUNIT_ASSERT_FALSE(test, IS_ERR(dev));
-	/* A device the DMA API can map for (dma-direct on a test machine). */
-	dev->dma_mask = &dev->coherent_dma_mask;
-	KUNIT_ASSERT_EQ(test, dma_set_mask_and_coherent(dev, DMA_BIT_MASK(64)),
-			0);
-	return dev;
 }
 
 /* mlx5 data-direct: the table is mapped for another device than the HCA. */
 static void test_dma_device(struct kunit *test)
 {
 	struct umem_kunit *ctx = test->priv;
-	struct device *other = dma_device(test, "ib_umem_dmabuf_kunit_dd");
 	struct ib_umem_dmabuf *umem;
 	struct fake_mr mr = {};
 	struct dma_buf *dmabuf;
+	struct device *other;
 	int fd;
 
-	fd = mock_fd(test, 3 * PAGE_SIZE, 0, &dmabuf);
+	other = ib_kunit_dma_device(test, "ib_umem_dmabuf_kunit_dd");
+	fd = ib_kunit_mock_fd(test, 3 * PAGE_SIZE, 0, &dmabuf);
 	umem = ib_umem_dmabuf_get_pinned_revocable_with_dma_device_and_lock(ctx->ibdev,
 									    other,
 									    0,
@@ -962,14 +899,14 @@ static void test_dma_device(struct kunit *test)
 	mr.resv = dmabuf->resv;
 	ib_umem_dmabuf_set_revoke_locked(umem, fake_revoke, &mr);
 	dma_resv_unlock(dmabuf->resv);
-	expect_mock(test, dmabuf, 1, 1, 1);
+	ib_kunit_expect_mock(test, dmabuf, 1, 1, 1);
 
-	KUNIT_EXPECT_EQ(test, mock_revoke(dmabuf), 0);
+	KUNIT_EXPECT_EQ(test, ib_kunit_mock_revoke(dmabuf), 0);
 	expect_revoked_once(test, &mr);
-	expect_mock(test, dmabuf, 1, 0, 0);
+	ib_kunit_expect_mock(test, dmabuf, 1, 0, 0);
 	ib_umem_release(&umem->umem);
 	expect_revoked_once(test, &mr);
-	expect_mock(test, dmabuf, 0, 0, 0);
+	ib_kunit_expect_mock(test, dmabuf, 0, 0, 0);
 }
 
 static void test_set_mr_revoke(struct kunit *test)
@@ -979,7 +916,7 @@ static void test_set_mr_revoke(struct kunit *test)
 	struct dma_buf *dmabuf;
 	int fd;
 
-	fd = mock_fd(test, PAGE_SIZE, 0, &dmabuf);
+	fd = ib_kunit_mock_fd(test, PAGE_SIZE, 0, &dmabuf);
 	umem = import_mr(test, fd, PAGE_SIZE, &mr);
 	dma_resv_lock(dmabuf->resv, NULL);
 	ib_umem_dmabuf_set_mr_locked(umem, &mr.ibmr);
@@ -991,7 +928,7 @@ static void test_set_mr_revoke(struct kunit *test)
 	KUNIT_EXPECT_FALSE(test, test_bit(IB_MR_DMABUF_REVOKED,
 					  &mr.ibmr.dmabuf_flags));
 
-	KUNIT_EXPECT_EQ(test, mock_revoke(dmabuf), 0);
+	KUNIT_EXPECT_EQ(test, ib_kunit_mock_revoke(dmabuf), 0);
 	KUNIT_EXPECT_TRUE(test, test_bit(IB_MR_DMABUF_REVOKED,
 					 &mr.ibmr.dmabuf_flags));
 	ib_umem_release(&umem->umem);
@@ -1005,7 +942,7 @@ static void test_set_mr_release(struct kunit *test)
 	struct dma_buf *dmabuf;
 	int fd;
 
-	fd = mock_fd(test, PAGE_SIZE, 0, &dmabuf);
+	fd = ib_kunit_mock_fd(test, PAGE_SIZE, 0, &dmabuf);
 	umem = import_mr(test, fd, PAGE_SIZE, &mr);
 	dma_resv_lock(dmabuf->resv, NULL);
 	ib_umem_dmabuf_set_mr_locked(umem, &mr.ibmr);
@@ -1170,7 +1107,7 @@ static int test_exp_fd(struct kunit *test, const struct dma_buf_ops *ops,
 	atomic_long_inc(&test_exporters);
 	*out = exp;
 	*dmabufp = dmabuf;
-	return install_fd(test, dmabuf);
+	return ib_kunit_install_fd(test, dmabuf);
 }
 
 static void test_map_failure(struct kunit *test)
@@ -1213,7 +1150,7 @@ static void test_uverbs_pin_policy(struct kunit *test)
 	struct dma_buf *dmabuf;
 	int fd;
 
-	fd = mock_fd(test, PAGE_SIZE, 0, &dmabuf);
+	fd = ib_kunit_mock_fd(test, PAGE_SIZE, 0, &dmabuf);
 	/* The core's revocable import: what the uverbs exporter accepts. */
 	umem = ib_umem_dmabuf_get_cpu_revocable_and_lock(ctx->ibdev, 0,
 							 PAGE_SIZE, fd, 0);
@@ -1234,7 +1171,7 @@ static void test_uverbs_pin_policy(struct kunit *test)
 	KUNIT_ASSERT_FALSE(test, IS_ERR(attach));
 	KUNIT_EXPECT_EQ(test, uverbs_dmabuf_pin(attach), -EOPNOTSUPP);
 	dma_buf_detach(dmabuf, attach);
-	expect_mock(test, dmabuf, 0, 0, 0);
+	ib_kunit_expect_mock(test, dmabuf, 0, 0, 0);
 }
 
 /* An exporter that pins like ib_uverbs: MRs import, queue buffers do not. */
@@ -1270,9 +1207,6 @@ static void test_uverbs_pin_exporter(struct kunit *test)
 	KUNIT_EXPECT_EQ(test, atomic_read(&exp->attachments), 0);
 }
 
-KUNIT_DEFINE_ACTION_WRAPPER(dealloc_ibdev, ib_dealloc_device,
-			    struct ib_device *);
-
 /*
  * Runs after everything a case registered: its fds and references are gone
  * by then, so every buffer it created must be released.
@@ -1281,15 +1215,9 @@ static void umem_kunit_leaks(void *data)
 {
 	struct kunit *test = data;
 	struct umem_kunit *ctx = test->priv;
-	struct dmabuf_mock_stats after;
 
 	/* fput() from a kernel thread defers the final release. */
 	flush_delayed_fput();
-	dmabuf_mock_stats(&after);
-	KUNIT_EXPECT_EQ_MSG(test, after.buffers, ctx->before.buffers,
-			    "mock buffers leaked");
-	KUNIT_EXPECT_EQ_MSG(test, after.pages, ctx->before.pages,
-			    "mock pages leaked");
 	KUNIT_EXPECT_EQ_MSG(test, atomic_long_read(&test_exporters),
 			    ctx->exporters_before, "test buffers leaked");
 }
@@ -1301,19 +1229,15 @@ static int umem_kunit_init(struct kunit *test)
 	ctx = kunit_kzalloc(test, sizeof(*ctx), GFP_KERNEL);
 	KUNIT_ASSERT_NOT_NULL(test, ctx);
 	test->priv = ctx;
-	ctx->dma_dev = dma_device(test, "ib_umem_dmabuf_kunit");
-	dmabuf_mock_stats(&ctx->before);
+	ib_kunit_expect_no_mock_leaks(test);
 	ctx->exporters_before = atomic_long_read(&test_exporters);
 	KUNIT_ASSERT_EQ(test, kunit_add_action_or_reset(test, umem_kunit_leaks,
 							test), 0);
 
 	/* Never registered: the umem code needs no more than this. */
-	ctx->ibdev = _ib_alloc_device(sizeof(*ctx->ibdev), &init_net);
-	KUNIT_ASSERT_NOT_NULL(test, ctx->ibdev);
-	KUNIT_ASSERT_EQ(test, kunit_add_action_or_reset(test, dealloc_ibdev,
-							ctx->ibdev), 0);
-	KUNIT_ASSERT_EQ(test, dev_set_name(&ctx->ibdev->dev, "kunit_ib"), 0);
-	ctx->ibdev->dma_device = ctx->dma_dev;
+	ctx->ibdev = ib_kunit_alloc_device(test, sizeof(*ctx->ibdev),
+					   "kunit_ib");
+	ctx->dma_dev = ctx->ibdev->dma_device;
 	return 0;
 }
 
