@@ -31,6 +31,7 @@ for spec in "$@"; do
 		echo "kunit: not ok - $suite: no $glob to run only this suite"
 		continue
 	fi
+	loaded=$(ls /sys/module)
 	if ! modprobe "$mod"; then
 		echo "kunit: not ok - $suite: modprobe $mod failed"
 		continue
@@ -62,6 +63,16 @@ for spec in "$@"; do
 		refs=$(cat "/sys/module/$mname/refcnt" 2>/dev/null || echo '?')
 		echo "kunit: not ok - $suite: rmmod $mod: ${out:-module still loaded} (refcnt $refs)"
 	fi
+	# And the KUnit helper modules it pulled in (ib_kunit_helpers), now
+	# unused: they hold dmabuf_mock, whose unload a later test checks.
+	for m in $(ls /sys/module); do
+		case " $(echo $loaded) " in *" $m "*) continue ;; esac
+		case $m in
+		*kunit*)
+			[ "$(cat "/sys/module/$m/refcnt" 2>/dev/null)" = 0 ] &&
+				rmmod "$m" ;;
+		esac
+	done
 done
 [ -w /sys/module/kunit/parameters/filter_glob ] &&
 	printf %s "*" > /sys/module/kunit/parameters/filter_glob
