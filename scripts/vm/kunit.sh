@@ -31,7 +31,8 @@ for spec in "$@"; do
 		echo "kunit: not ok - $suite: no $glob to run only this suite"
 		continue
 	fi
-	loaded=$(ls /sys/module)
+	# The modules loaded before the modprobe, as " a b c "
+	loaded=" $(echo $(ls /sys/module)) "
 	if ! modprobe "$mod"; then
 		echo "kunit: not ok - $suite: modprobe $mod failed"
 		continue
@@ -66,7 +67,7 @@ for spec in "$@"; do
 	# And the KUnit helper modules it pulled in (ib_kunit_helpers), now
 	# unused: they hold dmabuf_mock, whose unload a later test checks.
 	for m in $(ls /sys/module); do
-		case " $(echo $loaded) " in *" $m "*) continue ;; esac
+		case $loaded in *" $m "*) continue ;; esac
 		case $m in
 		*kunit*)
 			[ "$(cat "/sys/module/$m/refcnt" 2>/dev/null)" = 0 ] &&
