@@ -1,21 +1,30 @@
 // SPDX-License-Identifier: GPL-2.0 OR Linux-OpenIB
 /*
  * KUnit helpers for the RDMA core and its drivers: a fake ib_device, a DMA
- * device, and dmabuf_mock buffers as file descriptors, as the dma-buf MR
- * verbs take them. Each test's resources go with the test.
+ * device, dmabuf_mock buffers as file descriptors, as the dma-buf MR verbs
+ * take them, an exporter's revoke forced into the window behind a driver's
+ * dereg, and a count of async events. Each test's resources go with the
+ * test.
  */
 
 #include <kunit/device.h>
 #include <kunit/resource.h>
 #include <kunit/test.h>
+#include <linux/delay.h>
 #include <linux/dma-buf.h>
 #include <linux/dma-mapping.h>
+#include <linux/dma-resv.h>
 #include <linux/fdtable.h>
 #include <linux/file.h>
 #include <linux/fs.h>
+#include <linux/kthread.h>
 #include <linux/module.h>
+#include <linux/sched.h>
+#include <linux/sched/debug.h>
+#include <linux/sched/task.h>
 #include <net/net_namespace.h>
 #include <rdma/ib_kunit_helpers.h>
+#include <rdma/ib_umem.h>
 #include <rdma/ib_verbs.h>
 
 #include "../../dma-buf/dmabuf_mock.h"
@@ -201,7 +210,251 @@ void ib_kunit_expect_no_mock_leaks(struct kunit *test)
 }
 EXPORT_SYMBOL_GPL(ib_kunit_expect_no_mock_leaks);
 
+struct ib_kunit_revoker {
+	struct kunit *test;
+	struct task_struct *task;
+	struct dma_buf *dmabuf;
+	struct completion done;
+	int ret;
+	bool started;
+	bool waited;		/* it was seen waiting for the lock */
+	bool pinned;		/* the caller, to the revoker's CPU */
+};
+
+static int revoker_thread(void *data)
+{
+	struct ib_kunit_revoker *r = data;
+
+	/* The test's static stubs follow this thread too */
+	current->kunit_test = r->test;
+	r->ret = ib_kunit_mock_revoke(r->dmabuf);
+	/* For ib_kunit_revoker_wait() and for revoker_end() */
+	complete_all(&r->done);
+	return 0;
+}
+
+static void revoker_unpin(struct ib_kunit_revoker *r)
+{
+	if (r->pinned) {
+		set_cpus_allowed_ptr(current, cpu_possible_mask);
+		r->pinned = false;
+	}
+}
+
+static void revoker_end(void *data)
+{
+	struct ib_kunit_revoker *r = data;
+
+	if (!r->started)
+		return;
+	/* Its memory goes with the test: it must have ended */
+	if (!wait_for_completion_timeout(&r->done, 10 * HZ)) {
+		pr_err("ib_kunit: a revoke thread has not ended:\n");
+		sched_show_task(r->task);
+		wait_for_completion(&r->done);
+	}
+	put_task_struct(r->task);
+	revoker_unpin(r);
+}
+
+/**
+ * ib_kunit_revoke_behind() - Start a revoke that waits for the caller's lock
+ * @test: the test
+ * @dmabuf: a dmabuf_mock buffer whose reservation lock the caller holds,
+ *	for instance from a stub the driver calls under it
+ *
+ * Starts the exporter's revoke, ib_kunit_mock_revoke(), in a kthread that
+ * the test's static stubs follow, and returns once dmabuf_mock has seen it
+ * wait for @dmabuf's reservation lock. The kthread runs on the caller's CPU,
+ * to which the caller is bound until ib_kunit_revoker_wait(), at a real-time
+ * priority: when the caller releases the lock, the revoke takes it before
+ * the caller can take it again. That forces the window in which an
+ * exporter's revoke follows a driver's dereg or fence at once.
+ *
+ * It does not assert, so that a stub may call it under the driver's locks.
+ *
+ * Return: the revoker, for ib_kunit_revoker_wait(), or NULL if it could not
+ * start one (the test has failed).
+ */
+struct ib_kunit_revoker *ib_kunit_revoke_behind(struct kunit *test,
+						struct dma_buf *dmabuf)
+{
+	unsigned int before = dmabuf_mock_revoke_lock_waits(dmabuf);
+	unsigned long end = jiffies + 10 * HZ;
+	struct ib_kunit_revoker *r;
+	struct task_struct *t;
+	int cpu;
+
+	/* No assertion here: the caller may hold locks */
+	r = kunit_kzalloc(test, sizeof(*r), GFP_KERNEL);
+	if (!r || kunit_add_action(test, revoker_end, r)) {
+		KUNIT_FAIL(test, "no memory for the revoke thread");
+		return NULL;
+	}
+	r->test = test;
+	r->dmabuf = dmabuf;
+	init_completion(&r->done);
+	t = kthread_create(revoker_thread, r, "ib_kunit_revoke");
+	if (IS_ERR(t)) {
+		KUNIT_FAIL(test, "no revoke thread: %pe", t);
+		return NULL;
+	}
+
+	cpu = raw_smp_processor_id();
+	KUNIT_EXPECT_EQ(test, set_cpus_allowed_ptr(current, cpumask_of(cpu)),
+			0);
+	r->pinned = true;
+	kthread_bind(t, cpu);
+	sched_set_fifo(t);
+	r->task = get_task_struct(t);
+	r->started = true;
+	wake_up_process(t);
+	while (dmabuf_mock_revoke_lock_waits(dmabuf) == before &&
+	       time_before(jiffies, end))
+		usleep_range(100, 200);
+	r->waited = dmabuf_mock_revoke_lock_waits(dmabuf) != before;
+	return r;
+}
+EXPORT_SYMBOL_GPL(ib_kunit_revoke_behind);
+
+/**
+ * ib_kunit_revoker_wait() - Wait for a revoke ib_kunit_revoke_behind() started
+ * @test: the test
+ * @r: the revoker
+ *
+ * Asserts that the revoke ended within 10 seconds and that it was seen
+ * waiting for the lock (the window was reached), and unbinds the caller.
+ *
+ * Return: the revoke's result.
+ */
+int ib_kunit_revoker_wait(struct kunit *test, struct ib_kunit_revoker *r)
+{
+	KUNIT_ASSERT_NOT_NULL_MSG(test, r, "no revoke was started");
+	if (!wait_for_completion_timeout(&r->done, 10 * HZ)) {
+		sched_show_task(r->task);
+		KUNIT_FAIL_AND_ABORT(test, "the revoke did not end");
+	}
+	revoker_unpin(r);
+	KUNIT_ASSERT_TRUE_MSG(test, r->waited,
+			      "the revoke never waited for the lock");
+	return r->ret;
+}
+EXPORT_SYMBOL_GPL(ib_kunit_revoker_wait);
+
+static void watched_revoke(void *priv)
+{
+	struct ib_kunit_revoke_watch *watch = priv;
+
+	if (current == watch->owner)
+		watch->calls++;
+	else
+		watch->calls_elsewhere++;
+	watch->revoke(watch->priv);
+}
+
+/**
+ * ib_kunit_watch_revoke() - Count where a dma-buf umem's revoke callback runs
+ * @test: the test
+ * @umem: a revocable dma-buf umem, with the driver's callback set
+ * @watch: what to fill: the calls from the task calling this, and from
+ *	any other, such as an exporter's revoke in ib_kunit_revoke_behind()
+ *
+ * Puts a counter in front of the driver's revoke callback. A dereg is the
+ * owner's doing and must run the callback itself: a call from another task
+ * after it means the dereg left the callback to whoever revoked next.
+ */
+void ib_kunit_watch_revoke(struct kunit *test, struct ib_umem *umem,
+			   struct ib_kunit_revoke_watch *watch)
+{
+	struct ib_umem_dmabuf *umem_dmabuf = to_ib_umem_dmabuf(umem);
+	struct dma_resv *resv = umem_dmabuf->attach->dmabuf->resv;
+
+	KUNIT_ASSERT_TRUE(test, umem->is_dmabuf);
+	dma_resv_lock(resv, NULL);
+	KUNIT_EXPECT_NOT_NULL(test, umem_dmabuf->pinned_revoke);
+	memset(watch, 0, sizeof(*watch));
+	watch->owner = current;
+	watch->revoke = umem_dmabuf->pinned_revoke;
+	watch->priv = umem_dmabuf->private;
+	umem_dmabuf->pinned_revoke = watched_revoke;
+	umem_dmabuf->private = watch;
+	dma_resv_unlock(resv);
+}
+EXPORT_SYMBOL_GPL(ib_kunit_watch_revoke);
+
+/* Room for every enum ib_event_type value, with some to spare */
+#define IB_KUNIT_EVENT_TYPES 32
+
+struct ib_kunit_events {
+	struct ib_event_handler handler;
+	atomic_t count[IB_KUNIT_EVENT_TYPES];
+};
+
+static void count_event(struct ib_event_handler *handler,
+			struct ib_event *event)
+{
+	struct ib_kunit_events *events =
+		container_of(handler, struct ib_kunit_events, handler);
+
+	if (event->event < ARRAY_SIZE(events->count))
+		atomic_inc(&events->count[event->event]);
+}
+
+static void unwatch_events(void *data)
+{
+	struct ib_kunit_events *events = data;
+
+	flush_workqueue(ib_wq);
+	ib_unregister_event_handler(&events->handler);
+}
+
+/**
+ * ib_kunit_watch_events() - Count the async events a device raises
+ * @test: the test that owns the watch
+ * @ibdev: the device, registered or not
+ *
+ * An event handler on @ibdev, as a consumer registers one: it counts every
+ * event ib_dispatch_event() delivers for @ibdev, by type.
+ *
+ * Return: the watch, removed when the test ends. Asserts on failure.
+ */
+struct ib_kunit_events *ib_kunit_watch_events(struct kunit *test,
+					      struct ib_device *ibdev)
+{
+	struct ib_kunit_events *events;
+
+	events = kunit_kzalloc(test, sizeof(*events), GFP_KERNEL);
+	KUNIT_ASSERT_NOT_NULL(test, events);
+	INIT_IB_EVENT_HANDLER(&events->handler, ibdev, count_event);
+	ib_register_event_handler(&events->handler);
+	KUNIT_ASSERT_EQ(test, kunit_add_action_or_reset(test, unwatch_events,
+							events), 0);
+	return events;
+}
+EXPORT_SYMBOL_GPL(ib_kunit_watch_events);
+
+/**
+ * ib_kunit_events_seen() - How many events of a type a device raised
+ * @events: the watch
+ * @type: the event type
+ *
+ * ib_dispatch_event() queues the handlers' calls on ib_wq: every event
+ * dispatched before this call is counted.
+ *
+ * Return: the number of @type events since ib_kunit_watch_events().
+ */
+int ib_kunit_events_seen(struct ib_kunit_events *events,
+			 enum ib_event_type type)
+{
+	flush_workqueue(ib_wq);
+	if (type >= ARRAY_SIZE(events->count))
+		return -EINVAL;
+	return atomic_read(&events->count[type]);
+}
+EXPORT_SYMBOL_GPL(ib_kunit_events_seen);
+
 MODULE_DESCRIPTION("KUnit helpers for the RDMA core and its drivers");
 MODULE_LICENSE("Dual BSD/GPL");
 MODULE_IMPORT_NS("DMA_BUF");
 MODULE_IMPORT_NS("DMABUF_MOCK");
+MODULE_IMPORT_NS("EXPORTED_FOR_KUNIT_TESTING");
