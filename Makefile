@@ -139,7 +139,9 @@ check: tree
 
 ## bisect-check  build every commit of the series alone, then every mail
 ##               series on the base + its dependencies (oot modules with
-##               the hardware drivers, selftests); not part of `make test`
+##               the hardware drivers, selftests, and in tree the RDMA and
+##               dma-buf objects with the KUnit tests); not part of
+##               `make test`
 bisect-check: tree
 	scripts/bisect-check.sh
 

@@ -3,8 +3,12 @@
 # commit from v7.3-base to build/linux's HEAD, in order, in one git
 # worktree (build/bisect): the out-of-tree modules, hardware drivers
 # included (scripts/oot.sh with OOT_HW=1; kbuild rebuilds only what the
-# commit changed), and the rdma and dma-buf selftests. The in-tree kernel is
-# not rebuilt per commit (minutes each); `make kernel-debug` builds the tip.
+# commit changed), the rdma and dma-buf selftests, and, in tree with the
+# debug kernel's config fragments, the objects of drivers/infiniband,
+# drivers/dma-buf and mana's net driver: the KUnit tests and the helpers
+# they share are built only there (Debian's config has none of their
+# options). The whole in-tree kernel is not rebuilt per commit (minutes
+# each); `make kernel-debug` builds the tip.
 # Then every mail series (patches/mail-series) the same way on the base
 # plus only the series it names before it (scripts/mail.py list: its
 # dependency closure), its commits cherry-picked from build/linux in stack
@@ -14,6 +18,8 @@
 #
 # usage: scripts/bisect-check.sh [all|commits|series]   (default all)
 #   BISECT_SERIES="name ..."  only these mail series
+#   BISECT_COMMITS="rev ..."   only these commits (of any branch), in
+#                              this order, instead of the whole stack
 set -eu
 what=${1:-all}
 case $what in all|commits|series) ;; *) echo "usage: $0 [all|commits|series]" >&2; exit 2 ;; esac
@@ -22,7 +28,11 @@ top=$(cd "$(dirname "$0")/.." && pwd)
 tree=$top/build/linux
 wt=$top/build/bisect
 logs=$top/build/bisect-logs
-mapfile -t commits < <(git -C "$tree" rev-list --reverse v7.3-base..HEAD)
+if [ -n "${BISECT_COMMITS:-}" ]; then
+	read -r -a commits <<< "$BISECT_COMMITS"
+else
+	mapfile -t commits < <(git -C "$tree" rev-list --reverse v7.3-base..HEAD)
+fi
 [ "$what" != series ] || commits=()
 # name, then the commits of its closure and its own, in stack order
 series=()
@@ -54,11 +64,28 @@ trap 'git -C "$tree" worktree remove --force "$wt"' EXIT
 rm -rf "$logs"
 mkdir -p "$logs"
 
+# The in-tree objects: the debug kernel's fragments, as scripts/kernel.sh
+# debug writes them (options a commit does not have yet are ignored).
+kbuild=$top/build/bisect-kbuild
+mkdir -p "$kbuild"
+cat "$top/configs/base.config" "$top/configs/rdma.config" \
+    "$top/configs/debug.config" "$top/configs/hw.config" > "$kbuild/fragment.config"
+export CCACHE_DIR=${CCACHE_DIR:-$top/build/ccache}
+export KBUILD_BUILD_TIMESTAMP=${KBUILD_BUILD_TIMESTAMP:-2026-01-01}
+export LOCALVERSION=
+cc="gcc"
+command -v ccache >/dev/null && cc="ccache gcc"
+intree=(make -s -C "$wt" O="$kbuild" CC="$cc" HOSTCC="$cc" -j"$(nproc)")
+
 # build_here LOG: build what the work tree holds; 0 when clean.
 build_here() {
 	local ok=1
 	{
 		OOT_TREE=build/bisect OOT_HW=1 "$top/scripts/oot.sh" || ok=0
+		"${intree[@]}" KCONFIG_ALLCONFIG="$kbuild/fragment.config" \
+			allnoconfig >/dev/null || ok=0
+		"${intree[@]}" drivers/infiniband/ drivers/dma-buf/ \
+			drivers/net/ethernet/microsoft/ || ok=0
 		# The selftests build against this tree's uapi headers.
 		make -s -C "$wt" O="$top/build/bisect-kselftest" headers \
 			>/dev/null || ok=0
