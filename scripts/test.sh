@@ -9,10 +9,12 @@
 #   steps: manifest series oot kselftest rdma-core iproute2 userspace docs
 #          kernel-debug kernel-base kernels (both) lint bench guest-debian
 #          guest-debug guest-base
-#   Steps given are run in that order, one at a time. TEST_OVERLAP=1 runs
-#   the debug kernel's build, lint and series next to the guests instead
-#   (not the default: untried on a fresh machine, and the guests' race
-#   tests would share their core with a build).
+#   Steps given are run in that order, one at a time. The default run
+#   (no steps given) runs the debug kernel's build, lint and series next
+#   to the guests, on the core QEMU's one TCG thread leaves idle (at a
+#   lower priority; the race tests force their windows, so a busy second
+#   core changes no result); TEST_OVERLAP=0, or a machine with one core,
+#   runs every step one after the other.
 #   A step that was to run and did not (the default run with fewer steps
 #   through TEST_*_STEPS, below) is a failure, and so are no results at
 #   all: only the whole run sums to a pass.
@@ -286,12 +288,14 @@ run_step() {
 
 rm -f "$res"/*.tap "$res"/guest-*.times "$res/times.md" "$res/step-times" \
 	"$res/background.log"
-if [ -n "$*" ] || [ "${TEST_OVERLAP:-0}" = 0 ]; then
+overlap=${TEST_OVERLAP:-1}
+[ "$(nproc)" -ge 2 ] || overlap=0
+if [ -n "$*" ] || [ "$overlap" = 0 ]; then
 	for step in $steps; do
 		run_step "$step"
 	done
 else
-	# TEST_OVERLAP=1, on two cores: the quick host steps, then the debug
+	# The default on two cores: the quick host steps, then the debug
 	# kernel's build, lint and the series checks (CPU, no VM) at a lower
 	# priority next to the guests (one TCG vCPU thread, no build): the
 	# build uses the core the guest leaves idle. Never two builds or two
