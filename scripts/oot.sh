@@ -7,7 +7,8 @@
 #              headers from `make fetch`, made usable on bookworm first)
 #   OOT_W=1    pass W=1; OOT_C=1 run sparse (C=1) on what is rebuilt
 #   OOT_HW=1   also build the hardware drivers the series changes (mlx5,
-#              efa, bnxt_re, mana, ionic): compile tests, never loaded
+#              efa, bnxt_re, mana, ionic) and the Ethernet drivers whose
+#              calls they use (bnxt_en, mana): compile tests, never loaded
 #   OOT_DIRS="dir ..."  build only these directories of the tree
 #   OOT_TREE=build/NAME   build another work tree of the series (a git
 #              worktree under build/); output then in build/oot/out-NAME
@@ -24,7 +25,7 @@ oot=$build/oot
 outdir=$oot/out
 [ "$rel" = build/linux ] || outdir=$oot/out-${rel#build/}
 dirs="drivers/infiniband/core drivers/infiniband/sw/rxe drivers/dma-buf"
-hw="drivers/infiniband/hw/mlx5 drivers/infiniband/hw/efa drivers/infiniband/hw/bnxt_re drivers/infiniband/hw/mana drivers/infiniband/hw/ionic"
+hw="drivers/infiniband/hw/mlx5 drivers/infiniband/hw/efa drivers/infiniband/hw/bnxt_re drivers/infiniband/hw/mana drivers/infiniband/hw/ionic drivers/net/ethernet/broadcom/bnxt drivers/net/ethernet/microsoft/mana"
 if [ "${OOT_HW:-0}" = 1 ]; then
 	dirs="$dirs $hw"
 	outdir=$outdir-hw
@@ -85,7 +86,8 @@ else
 fi
 
 # Headers the series changes or adds must win over the headers package's:
-# stage each one (and nothing else) in a directory searched first.
+# stage each one (with its directory's other headers, below) in a
+# directory searched first.
 inc=$oot/include
 [ "$rel" = build/linux ] || inc=$outdir-include
 rm -rf "$inc"
@@ -107,12 +109,25 @@ for f in $changed; do
 	esac
 	mkdir -p "$(dirname "$d")"
 	ln -sf "$tree/$f" "$d"
+	# A sibling that includes it as "name.h" (net/mana/mana.h:
+	# "gdma.h") looks in its own directory first: stage the
+	# directory's other headers too, the tree's (same 7.3), so that
+	# such an include finds the changed one.
+	case $f in
+	include/uapi/*) ;;
+	include/*)
+		for s in "$tree/$(dirname "$f")"/*.h; do
+			[ -e "$(dirname "$d")/${s##*/}" ] ||
+				ln -s "$s" "$(dirname "$d")/${s##*/}"
+		done ;;
+	esac
 done
 
 # Anything the series changes outside what we build here reaches only the
 # in-tree kernel: say so rather than test a half-patched stack.
 outside=$(git -C "$tree" diff --name-only v7.3-base -- . \
 	':!include/' ':!drivers/infiniband/' ':!drivers/dma-buf/dmabuf_mock*' \
+	${OOT_HW:+':!drivers/net/ethernet/broadcom/bnxt/' ':!drivers/net/ethernet/microsoft/mana/'} \
 	':!Documentation/' ':!tools/' ':!MAINTAINERS' ':!**/Kconfig' \
 	':!**/Makefile' ':!**/.kunitconfig' 2>/dev/null || true)
 for f in $outside; do

@@ -1,102 +1,687 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 /*
- * KUnit tests for EFA's quarantine of revoked dma-buf MR keys: DEREG_MR frees
- * a key, so the driver refuses a revoked MR's keys to new MRs until the MR is
- * deregistered. The lookups run on fake devices that are never probed.
+ * KUnit tests for EFA's dma-buf MRs.
+ *
+ * efa_dmabuf_mr: registration, the exporter's revoke and dereg of dma-buf MRs
+ * on a device that is never probed, whose admin queue is a static stub of
+ * efa_com_cmd_exec(): it answers REG_MR with keys it hands out itself and
+ * DEREG_MR with the result a case chooses, and records every command. The
+ * PCI half of the device's last resort, efa_pci_stop_dma(), is stubbed too
+ * (it would clear bus mastering of a PCI function the test does not have):
+ * the stub records whether the memory was still mapped for the device when
+ * it ran. The IB_EVENT_DEVICE_FATAL events the driver raises are counted.
  */
 
+#include <kunit/static_stub.h>
 #include <kunit/test.h>
+#include <linux/dma-buf.h>
 #include <linux/slab.h>
+#include <rdma/ib_kunit_helpers.h>
+#include <rdma/ib_umem.h>
+#include <rdma/uverbs_ioctl.h>
 
 #include "efa.h"
+#include "efa_admin_cmds_defs.h"
 
-static struct efa_dev *fake_efa_dev(struct kunit *test)
+/* What the stubbed admin queue saw and is to answer. */
+struct efa_fw {
+	struct efa_dev *dev;
+	struct efa_mr *mr;		/* the case's MR, once registered */
+	unsigned int reg_mrs;
+	unsigned int dereg_mrs;
+	u32 dereg_key[8];		/* the keys of the first DEREG_MRs */
+	int reg_err;			/* REG_MR's result */
+	int dereg_err;			/* DEREG_MR's result */
+	unsigned int dereg_fails;	/* if not 0: only so many fail */
+	u32 next_key;
+	/* Keys DEREG_MR freed, handed out again last-freed first */
+	u32 free_keys[8];
+	unsigned int nr_free;
+	/*
+	 * A revoked MR's key that no new MR of its PD may be given before the
+	 * user deregisters the revoked MR; stale_regs counts the REG_MRs that
+	 * were.
+	 */
+	bool stale_armed;
+	u32 stale_key;
+	u16 stale_pdn;
+	unsigned int stale_regs;
+	/*
+	 * At the next REG_MR, revoke this buffer from another thread, and
+	 * wait until the revoke waits for reg_pd's revoke_rwsem
+	 */
+	struct dma_buf *revoke_in_reg;
+	struct efa_pd *reg_pd;
+	bool revoke_waited_for_reg;
+	unsigned int stops;		/* efa_pci_stop_dma() calls */
+	bool mapped_at_stop;		/* the MR's memory, at the last stop */
+	struct ib_kunit_events *events;
+	/* At the next DEREG_MR, revoke this buffer from another thread */
+	struct dma_buf *race_revoke;
+	struct ib_kunit_revoker *revoker;
+	struct ib_kunit_revoke_watch watch;	/* the MR's revoke callback */
+};
+
+static int fake_cmd_exec(struct efa_com_admin_queue *aq, u8 opcode, u8 flags,
+			 void *payload, size_t payload_size,
+			 struct efa_admin_acq_entry *comp, size_t comp_size)
 {
+	struct kunit *test = kunit_get_current_test();
+	struct efa_fw *fw = test->priv;
+
+	switch (opcode) {
+	case EFA_ADMIN_REG_MR: {
+		struct efa_admin_reg_mr_resp *resp = (void *)comp;
+		struct efa_admin_reg_mr_cmd *cmd = payload;
+		u32 key;
+
+		KUNIT_EXPECT_EQ(test, payload_size, sizeof(*cmd));
+		KUNIT_EXPECT_EQ(test, comp_size, sizeof(*resp));
+		fw->reg_mrs++;
+		if (fw->reg_err)
+			return fw->reg_err;
+		if (fw->revoke_in_reg) {
+			unsigned int before = fw->dereg_mrs;
+			unsigned long end = jiffies + 10 * HZ;
+
+			fw->revoker = ib_kunit_revoke_start(test,
+							    fw->revoke_in_reg);
+			fw->revoke_in_reg = NULL;
+			/* Until it waits, or sends its DEREG_MR regardless */
+			while (!rwsem_is_contended(&fw->reg_pd->revoke_rwsem) &&
+			       fw->dereg_mrs == before &&
+			       time_before(jiffies, end))
+				usleep_range(100, 200);
+			fw->revoke_waited_for_reg =
+				rwsem_is_contended(&fw->reg_pd->revoke_rwsem);
+		}
+		/* As an allocator may: the key freed last goes out first */
+		if (fw->nr_free)
+			key = fw->free_keys[--fw->nr_free];
+		else
+			key = fw->next_key++;
+		if (fw->stale_armed && key == fw->stale_key &&
+		    cmd->pd == fw->stale_pdn)
+			fw->stale_regs++;
+		memset(resp, 0, sizeof(*resp));
+		resp->l_key = key;
+		resp->r_key = key;
+		return 0;
+	}
+	case EFA_ADMIN_DEREG_MR: {
+		struct efa_admin_dereg_mr_cmd *cmd = payload;
+
+		KUNIT_EXPECT_EQ(test, payload_size, sizeof(*cmd));
+		if (fw->dereg_mrs < ARRAY_SIZE(fw->dereg_key))
+			fw->dereg_key[fw->dereg_mrs] = cmd->l_key;
+		fw->dereg_mrs++;
+		/* Once: the revoke's own DEREG_MR, if any, starts nothing */
+		if (fw->race_revoke) {
+			struct dma_buf *dmabuf = fw->race_revoke;
+
+			fw->race_revoke = NULL;
+			fw->revoker = ib_kunit_revoke_behind(test, dmabuf);
+		}
+		if (!fw->dereg_err ||
+		    (fw->dereg_fails && fw->dereg_mrs > fw->dereg_fails)) {
+			/* The key is free: the device may hand it out again */
+			if (fw->nr_free < ARRAY_SIZE(fw->free_keys))
+				fw->free_keys[fw->nr_free++] = cmd->l_key;
+			return 0;
+		}
+		return fw->dereg_err;
+	}
+	default:
+		KUNIT_FAIL(test, "unexpected admin command %u", opcode);
+		return -EOPNOTSUPP;
+	}
+}
+
+static void fake_pci_stop_dma(struct efa_dev *dev)
+{
+	struct kunit *test = kunit_get_current_test();
+	struct efa_fw *fw = test->priv;
+
+	KUNIT_EXPECT_PTR_EQ(test, dev, fw->dev);
+	fw->stops++;
+	/* The core unmaps after the callback returns, dereg after this. */
+	fw->mapped_at_stop = fw->mr && fw->mr->umem &&
+			     to_ib_umem_dmabuf(fw->mr->umem)->sgt;
+}
+
+/* The IB_EVENT_DEVICE_FATAL events the device raised so far */
+static int fatal_events(struct efa_fw *fw)
+{
+	return ib_kunit_events_seen(fw->events, IB_EVENT_DEVICE_FATAL);
+}
+
+static int efa_fw_init(struct kunit *test)
+{
+	struct efa_fw *fw;
 	struct efa_dev *dev;
 
-	dev = kunit_kzalloc(test, sizeof(*dev), GFP_KERNEL);
-	KUNIT_ASSERT_NOT_NULL(test, dev);
-	/* What efa_probe_device() does for the quarantine */
-	spin_lock_init(&dev->mr_quarantine_lock);
-	INIT_LIST_HEAD(&dev->mr_quarantine);
-	return dev;
+	fw = kunit_kzalloc(test, sizeof(*fw), GFP_KERNEL);
+	KUNIT_ASSERT_NOT_NULL(test, fw);
+	fw->next_key = 0x100;
+	test->priv = fw;
+
+	ib_kunit_expect_no_mock_leaks(test);
+	/* Never registered: what efa_probe_device() sets up for MRs */
+	dev = container_of(ib_kunit_alloc_device(test, sizeof(*dev),
+						 "efa_kunit"),
+			   struct efa_dev, ibdev);
+	dev->edev.efa_dev = &dev->ibdev;
+	dev->edev.aq.efa_dev = &dev->ibdev;
+	set_bit(EFA_AQ_STATE_RUNNING_BIT, &dev->edev.aq.state);
+	dev->dev_attr.page_size_cap = PAGE_SIZE;
+	dev->dev_attr.device_caps = EFA_ADMIN_FEATURE_DEVICE_ATTR_DESC_RDMA_READ_MASK |
+				    EFA_ADMIN_FEATURE_DEVICE_ATTR_DESC_RDMA_WRITE_MASK;
+	fw->dev = dev;
+	fw->events = ib_kunit_watch_events(test, &dev->ibdev);
+
+	kunit_activate_static_stub(test, efa_com_cmd_exec, fake_cmd_exec);
+	kunit_activate_static_stub(test, efa_pci_stop_dma, fake_pci_stop_dma);
+	return 0;
 }
 
-static struct efa_mr *quarantine_mr(struct kunit *test, struct efa_dev *dev,
-				    u32 lkey, u32 rkey, bool remote)
+static struct efa_pd *efa_pd_of(struct ib_pd *ibpd)
 {
-	struct efa_mr *mr;
-
-	mr = kunit_kzalloc(test, sizeof(*mr), GFP_KERNEL);
-	KUNIT_ASSERT_NOT_NULL(test, mr);
-	mr->ibmr.lkey = lkey;
-	mr->ibmr.rkey = rkey;
-	mr->remote = remote;
-	efa_quarantine_add(dev, mr);
-	return mr;
+	return container_of(ibpd, struct efa_pd, ibpd);
 }
 
-/* Both keys of a revoked MR are refused, on its device only. */
-static void quarantine_keys_of_device(struct kunit *test)
+static struct ib_pd *fake_pd(struct kunit *test, struct efa_dev *dev, u16 pdn)
 {
-	struct efa_dev *dev = fake_efa_dev(test);
-	struct efa_dev *other = fake_efa_dev(test);
+	struct efa_pd *pd = kunit_kzalloc(test, sizeof(*pd), GFP_KERNEL);
 
-	quarantine_mr(test, dev, 0x1001, 0x2002, true);
-
-	KUNIT_EXPECT_TRUE(test, efa_key_quarantined(dev, 0x1001));
-	KUNIT_EXPECT_TRUE(test, efa_key_quarantined(dev, 0x2002));
-	KUNIT_EXPECT_FALSE(test, efa_key_quarantined(dev, 0x3003));
-	KUNIT_EXPECT_FALSE(test, efa_key_quarantined(other, 0x1001));
-	KUNIT_EXPECT_FALSE(test, efa_key_quarantined(other, 0x2002));
+	KUNIT_ASSERT_NOT_NULL(test, pd);
+	pd->ibpd.device = &dev->ibdev;
+	pd->pdn = pdn;
+	/* What efa_alloc_pd() does besides ALLOC_PD */
+	init_rwsem(&pd->revoke_rwsem);
+	return &pd->ibpd;
 }
 
-/* Dereg lets go of the keys: the device may hand them out again. */
-static void quarantine_del_releases_keys(struct kunit *test)
+#define MR_IOVA 0x10000
+/* Four pages: an inline PBL, which needs no PCI function to map */
+#define MR_BYTES (4 * PAGE_SIZE)
+#define MR_ACCESS (IB_ACCESS_LOCAL_WRITE | IB_ACCESS_REMOTE_READ | \
+		   IB_ACCESS_REMOTE_WRITE)
+
+/* A dma-buf MR of a 4-page mock buffer (an inline PBL: no PCI needed). */
+static struct efa_mr *reg_dmabuf_mr(struct kunit *test, struct ib_pd *pd,
+				    int fd)
 {
-	struct efa_dev *dev = fake_efa_dev(test);
-	struct efa_mr *a, *b;
+	struct efa_fw *fw = test->priv;
+	struct uverbs_attr_bundle *attrs;
+	struct ib_mr *ibmr;
 
-	a = quarantine_mr(test, dev, 0x1001, 0x1001, true);
-	b = quarantine_mr(test, dev, 0x4004, 0x4004, true);
-	efa_quarantine_del(dev, a);
+	attrs = kunit_kzalloc(test, sizeof(*attrs), GFP_KERNEL);
+	KUNIT_ASSERT_NOT_NULL(test, attrs);
+	ibmr = efa_reg_user_mr_dmabuf(pd, 0, MR_BYTES, MR_IOVA, fd,
+				      MR_ACCESS, NULL, attrs);
+	KUNIT_ASSERT_FALSE_MSG(test, IS_ERR(ibmr), "reg: %pe", ibmr);
+	ibmr->device = pd->device;
+	ibmr->pd = pd;
+	fw->mr = container_of(ibmr, struct efa_mr, ibmr);
+	return fw->mr;
+}
 
-	KUNIT_EXPECT_FALSE(test, efa_key_quarantined(dev, 0x1001));
-	KUNIT_EXPECT_TRUE(test, efa_key_quarantined(dev, 0x4004));
+static void dereg(struct kunit *test, struct efa_mr *mr)
+{
+	struct efa_fw *fw = test->priv;
 
-	efa_quarantine_del(dev, b);
-	KUNIT_EXPECT_FALSE(test, efa_key_quarantined(dev, 0x4004));
-	KUNIT_EXPECT_TRUE(test, list_empty(&dev->mr_quarantine));
+	KUNIT_EXPECT_EQ(test, efa_dereg_mr(&mr->ibmr, NULL), 0);
+	fw->mr = NULL;
 }
 
 /*
- * The rkey of an MR without remote access gives no access, whatever its
- * value: matching it would refuse, say, every later rkey of 0.
+ * The exporter's revoke sends one DEREG_MR, with the MR's key, and keeps the
+ * key from new MRs; the dereg that follows sends none and lets the key go.
  */
-static void quarantine_local_mr_rkey(struct kunit *test)
+static void test_revoke_then_dereg(struct kunit *test)
 {
-	struct efa_dev *dev = fake_efa_dev(test);
+	struct efa_fw *fw = test->priv;
+	struct dma_buf *dmabuf;
+	struct efa_mr *mr;
+	struct ib_pd *pd;
+	u32 lkey;
+	int fd;
 
-	quarantine_mr(test, dev, 0x1001, 0, false);
+	pd = fake_pd(test, fw->dev, 1);
+	fd = ib_kunit_mock_fd(test, MR_BYTES, 0, &dmabuf);
+	mr = reg_dmabuf_mr(test, pd, fd);
+	lkey = mr->ibmr.lkey;
+	KUNIT_EXPECT_EQ(test, fw->reg_mrs, 1);
+	ib_kunit_expect_mock(test, dmabuf, 1, 1, 1);
 
-	KUNIT_EXPECT_TRUE(test, efa_key_quarantined(dev, 0x1001));
-	KUNIT_EXPECT_FALSE(test, efa_key_quarantined(dev, 0));
+	KUNIT_ASSERT_EQ(test, ib_kunit_mock_revoke(dmabuf), 0);
+	KUNIT_EXPECT_EQ(test, fw->dereg_mrs, 1);
+	KUNIT_EXPECT_EQ(test, fw->dereg_key[0], lkey);
+	KUNIT_EXPECT_EQ(test, fw->stops, 0);
+	KUNIT_EXPECT_EQ(test, fatal_events(fw), 0);
+	KUNIT_EXPECT_EQ(test, efa_pd_of(pd)->revoked_mrs, 1);
+	ib_kunit_expect_mock(test, dmabuf, 1, 0, 0);
+
+	dereg(test, mr);
+	KUNIT_EXPECT_EQ(test, fw->dereg_mrs, 1);
+	KUNIT_EXPECT_EQ(test, efa_pd_of(pd)->revoked_mrs, 0);
+	ib_kunit_expect_mock(test, dmabuf, 0, 0, 0);
 }
 
-static struct kunit_case efa_quarantine_cases[] = {
-	KUNIT_CASE(quarantine_keys_of_device),
-	KUNIT_CASE(quarantine_del_releases_keys),
-	KUNIT_CASE(quarantine_local_mr_rkey),
+/*
+ * A dereg with no revoke sends one DEREG_MR and leaves no callback armed:
+ * a revoke of the buffer afterwards reaches no MR.
+ */
+static void test_dereg_disarms(struct kunit *test)
+{
+	struct efa_fw *fw = test->priv;
+	struct dma_buf *dmabuf;
+	struct efa_mr *mr;
+	struct ib_pd *pd;
+	u32 lkey;
+	int fd;
+
+	pd = fake_pd(test, fw->dev, 1);
+	fd = ib_kunit_mock_fd(test, MR_BYTES, 0, &dmabuf);
+	mr = reg_dmabuf_mr(test, pd, fd);
+	lkey = mr->ibmr.lkey;
+	dereg(test, mr);
+	KUNIT_EXPECT_EQ(test, fw->dereg_mrs, 1);
+	KUNIT_EXPECT_EQ(test, fw->dereg_key[0], lkey);
+	KUNIT_EXPECT_EQ(test, fw->stops, 0);
+	KUNIT_EXPECT_EQ(test, fatal_events(fw), 0);
+	/* Not an exporter's revoke: the PD takes new MRs */
+	KUNIT_EXPECT_EQ(test, efa_pd_of(pd)->revoked_mrs, 0);
+	ib_kunit_expect_mock(test, dmabuf, 0, 0, 0);
+
+	KUNIT_ASSERT_EQ(test, ib_kunit_mock_revoke(dmabuf), 0);
+	KUNIT_EXPECT_EQ(test, fw->dereg_mrs, 1);
+}
+
+/*
+ * The revoke's DEREG_MR times out: the device is stopped once, before the
+ * core unmaps the memory, and the dereg sends no second DEREG_MR.
+ */
+static void test_revoke_fence_fails(struct kunit *test)
+{
+	struct efa_fw *fw = test->priv;
+	struct dma_buf *dmabuf;
+	struct efa_mr *mr;
+	int fd;
+
+	fd = ib_kunit_mock_fd(test, MR_BYTES, 0, &dmabuf);
+	mr = reg_dmabuf_mr(test, fake_pd(test, fw->dev, 1), fd);
+	fw->dereg_err = -ETIME;
+	KUNIT_ASSERT_EQ(test, ib_kunit_mock_revoke(dmabuf), 0);
+	KUNIT_EXPECT_EQ(test, fw->dereg_mrs, 1);
+	KUNIT_EXPECT_EQ(test, fw->stops, 1);
+	KUNIT_EXPECT_EQ(test, fatal_events(fw), 1);
+	KUNIT_EXPECT_TRUE(test, fw->mapped_at_stop);
+	ib_kunit_expect_mock(test, dmabuf, 1, 0, 0);
+
+	dereg(test, mr);
+	KUNIT_EXPECT_EQ(test, fw->dereg_mrs, 1);
+	KUNIT_EXPECT_EQ(test, fw->stops, 1);
+	KUNIT_EXPECT_EQ(test, fatal_events(fw), 1);
+	ib_kunit_expect_mock(test, dmabuf, 0, 0, 0);
+}
+
+/*
+ * The dereg's DEREG_MR times out: the device is stopped while the memory is
+ * still mapped, and the MR goes anyway (its callback with it).
+ */
+static void test_dereg_fence_fails(struct kunit *test)
+{
+	struct efa_fw *fw = test->priv;
+	struct dma_buf *dmabuf;
+	struct efa_mr *mr;
+	int fd;
+
+	fd = ib_kunit_mock_fd(test, MR_BYTES, 0, &dmabuf);
+	mr = reg_dmabuf_mr(test, fake_pd(test, fw->dev, 1), fd);
+	fw->dereg_err = -ETIME;
+	dereg(test, mr);
+	KUNIT_EXPECT_EQ(test, fw->dereg_mrs, 1);
+	KUNIT_EXPECT_EQ(test, fw->stops, 1);
+	KUNIT_EXPECT_EQ(test, fatal_events(fw), 1);
+	KUNIT_EXPECT_TRUE(test, fw->mapped_at_stop);
+	ib_kunit_expect_mock(test, dmabuf, 0, 0, 0);
+	KUNIT_ASSERT_EQ(test, ib_kunit_mock_revoke(dmabuf), 0);
+	KUNIT_EXPECT_EQ(test, fw->dereg_mrs, 1);
+}
+
+/*
+ * DEREG_MR refused for want of resources (-ENOMEM: the device's
+ * RESOURCE_ALLOCATION_FAILURE) has not taken the MR off its memory, and the
+ * device is fine: the driver tries again, and does not stop the device when
+ * the retry succeeds.
+ */
+static void test_fence_enomem_retried(struct kunit *test)
+{
+	struct efa_fw *fw = test->priv;
+	struct dma_buf *dmabuf;
+	struct efa_mr *mr;
+	u32 lkey;
+	int fd;
+
+	fd = ib_kunit_mock_fd(test, MR_BYTES, 0, &dmabuf);
+	mr = reg_dmabuf_mr(test, fake_pd(test, fw->dev, 1), fd);
+	lkey = mr->ibmr.lkey;
+	fw->dereg_err = -ENOMEM;
+	fw->dereg_fails = 1;
+	KUNIT_ASSERT_EQ(test, ib_kunit_mock_revoke(dmabuf), 0);
+	KUNIT_EXPECT_EQ(test, fw->dereg_mrs, 2);
+	KUNIT_EXPECT_EQ(test, fw->dereg_key[1], lkey);
+	KUNIT_EXPECT_EQ(test, fw->stops, 0);
+	KUNIT_EXPECT_EQ(test, fatal_events(fw), 0);
+	dereg(test, mr);
+	KUNIT_EXPECT_EQ(test, fw->dereg_mrs, 2);
+	ib_kunit_expect_mock(test, dmabuf, 0, 0, 0);
+}
+
+/*
+ * A DEREG_MR that keeps failing with -ENOMEM is tried three times, no more,
+ * and then the device is stopped, before the memory is unmapped.
+ */
+static void test_fence_enomem_bounded(struct kunit *test)
+{
+	struct efa_fw *fw = test->priv;
+	struct dma_buf *dmabuf;
+	struct efa_mr *mr;
+	int fd;
+
+	fd = ib_kunit_mock_fd(test, MR_BYTES, 0, &dmabuf);
+	mr = reg_dmabuf_mr(test, fake_pd(test, fw->dev, 1), fd);
+	fw->dereg_err = -ENOMEM;
+	KUNIT_ASSERT_EQ(test, ib_kunit_mock_revoke(dmabuf), 0);
+	KUNIT_EXPECT_EQ(test, fw->dereg_mrs, 3);
+	KUNIT_EXPECT_EQ(test, fw->stops, 1);
+	KUNIT_EXPECT_EQ(test, fatal_events(fw), 1);
+	KUNIT_EXPECT_TRUE(test, fw->mapped_at_stop);
+	dereg(test, mr);
+	KUNIT_EXPECT_EQ(test, fw->dereg_mrs, 3);
+	ib_kunit_expect_mock(test, dmabuf, 0, 0, 0);
+}
+
+/*
+ * Two fences fail: the device is stopped once, and IB_EVENT_DEVICE_FATAL
+ * raised once.
+ */
+static void test_stop_once(struct kunit *test)
+{
+	struct efa_fw *fw = test->priv;
+	struct dma_buf *a_buf, *b_buf;
+	struct efa_mr *a, *b;
+	struct ib_pd *pd;
+
+	pd = fake_pd(test, fw->dev, 1);
+	a = reg_dmabuf_mr(test, pd, ib_kunit_mock_fd(test, MR_BYTES, 0, &a_buf));
+	b = reg_dmabuf_mr(test, pd, ib_kunit_mock_fd(test, MR_BYTES, 0, &b_buf));
+	fw->dereg_err = -ETIME;
+	KUNIT_ASSERT_EQ(test, ib_kunit_mock_revoke(a_buf), 0);
+	KUNIT_ASSERT_EQ(test, ib_kunit_mock_revoke(b_buf), 0);
+	KUNIT_EXPECT_EQ(test, fw->dereg_mrs, 2);
+	KUNIT_EXPECT_EQ(test, fw->stops, 1);
+	KUNIT_EXPECT_EQ(test, fatal_events(fw), 1);
+	dereg(test, a);
+	dereg(test, b);
+	KUNIT_EXPECT_EQ(test, fw->dereg_mrs, 2);
+	KUNIT_EXPECT_EQ(test, fw->stops, 1);
+}
+
+/* REG_MR fails: the registration fails with its errno, leaving nothing. */
+static void test_reg_fails(struct kunit *test)
+{
+	struct efa_fw *fw = test->priv;
+	struct uverbs_attr_bundle *attrs;
+	struct dma_buf *dmabuf;
+	struct ib_mr *ibmr;
+	int fd;
+
+	attrs = kunit_kzalloc(test, sizeof(*attrs), GFP_KERNEL);
+	KUNIT_ASSERT_NOT_NULL(test, attrs);
+	fd = ib_kunit_mock_fd(test, MR_BYTES, 0, &dmabuf);
+	fw->reg_err = -ENOMEM;
+	ibmr = efa_reg_user_mr_dmabuf(fake_pd(test, fw->dev, 1), 0,
+				      MR_BYTES, MR_IOVA, fd, MR_ACCESS,
+				      NULL, attrs);
+	KUNIT_EXPECT_EQ(test, PTR_ERR_OR_ZERO(ibmr), -ENOMEM);
+	KUNIT_EXPECT_EQ(test, fw->reg_mrs, 1);
+	KUNIT_EXPECT_EQ(test, fw->dereg_mrs, 0);
+	KUNIT_EXPECT_EQ(test, atomic64_read(&fw->dev->stats.reg_mr_err), 1);
+	ib_kunit_expect_mock(test, dmabuf, 0, 0, 0);
+	KUNIT_ASSERT_EQ(test, ib_kunit_mock_revoke(dmabuf), 0);
+	KUNIT_EXPECT_EQ(test, fw->dereg_mrs, 0);
+}
+
+/* A dma-buf MR registration that is expected to fail with @err */
+static void reg_dmabuf_mr_fails(struct kunit *test, struct ib_pd *pd,
+				int fd, int err)
+{
+	struct uverbs_attr_bundle *attrs;
+	struct ib_mr *ibmr;
+
+	attrs = kunit_kzalloc(test, sizeof(*attrs), GFP_KERNEL);
+	KUNIT_ASSERT_NOT_NULL(test, attrs);
+	ibmr = efa_reg_user_mr_dmabuf(pd, 0, MR_BYTES, MR_IOVA, fd,
+				      MR_ACCESS, NULL, attrs);
+	KUNIT_EXPECT_EQ(test, PTR_ERR_OR_ZERO(ibmr), err);
+	if (!IS_ERR(ibmr)) {
+		/* Not to leave it registered */
+		ibmr->device = pd->device;
+		ibmr->pd = pd;
+		KUNIT_EXPECT_EQ(test, efa_dereg_mr(ibmr, NULL), 0);
+	}
+}
+
+/*
+ * Until the user deregisters a revoked MR, its PD takes no new MR: the
+ * registration fails with -EBUSY before any REG_MR, leaving nothing
+ * attached. Other PDs register as before, and so does the PD after the
+ * dereg.
+ */
+static void test_reg_refused_on_revoked_pd(struct kunit *test)
+{
+	struct efa_fw *fw = test->priv;
+	struct dma_buf *a_buf, *b_buf;
+	struct ib_pd *pd, *other;
+	struct efa_mr *a, *b;
+	int b_fd;
+
+	pd = fake_pd(test, fw->dev, 1);
+	other = fake_pd(test, fw->dev, 2);
+	a = reg_dmabuf_mr(test, pd, ib_kunit_mock_fd(test, MR_BYTES, 0, &a_buf));
+	KUNIT_ASSERT_EQ(test, ib_kunit_mock_revoke(a_buf), 0);
+	KUNIT_EXPECT_EQ(test, fw->reg_mrs, 1);
+
+	b_fd = ib_kunit_mock_fd(test, MR_BYTES, 0, &b_buf);
+	reg_dmabuf_mr_fails(test, pd, b_fd, -EBUSY);
+	KUNIT_EXPECT_EQ(test, fw->reg_mrs, 1);
+	ib_kunit_expect_mock(test, b_buf, 0, 0, 0);
+
+	b = reg_dmabuf_mr(test, other, b_fd);
+	KUNIT_EXPECT_EQ(test, fw->reg_mrs, 2);
+	dereg(test, b);
+
+	dereg(test, a);
+	b = reg_dmabuf_mr(test, pd, b_fd);
+	KUNIT_EXPECT_EQ(test, fw->reg_mrs, 3);
+	dereg(test, b);
+	KUNIT_EXPECT_EQ(test, fw->stops, 0);
+	ib_kunit_expect_mock(test, a_buf, 0, 0, 0);
+	ib_kunit_expect_mock(test, b_buf, 0, 0, 0);
+}
+
+/*
+ * The device hands the key DEREG_MR freed to the next REG_MR (the stub does,
+ * as a last-freed-first allocator may). After the exporter's revoke, no
+ * REG_MR of the revoked MR's PD is ever given its key while the user has not
+ * deregistered it, not even for a moment: the old holders of the key (the
+ * user's QPs, and the peers the user gave the rkey to) would reach the new
+ * memory through that PD's QPs. Another PD may be given it: the PD check on
+ * every access keeps the old holders out.
+ */
+static void test_no_stale_key_in_pd(struct kunit *test)
+{
+	struct efa_fw *fw = test->priv;
+	struct dma_buf *a_buf, *b_buf, *c_buf;
+	struct ib_pd *pd, *other;
+	struct efa_mr *a, *b, *c;
+	int b_fd;
+
+	pd = fake_pd(test, fw->dev, 1);
+	other = fake_pd(test, fw->dev, 2);
+	a = reg_dmabuf_mr(test, pd, ib_kunit_mock_fd(test, MR_BYTES, 0, &a_buf));
+	KUNIT_ASSERT_EQ(test, ib_kunit_mock_revoke(a_buf), 0);
+	fw->stale_key = a->ibmr.lkey;
+	fw->stale_pdn = 1;
+	fw->stale_armed = true;
+
+	b_fd = ib_kunit_mock_fd(test, MR_BYTES, 0, &b_buf);
+	reg_dmabuf_mr_fails(test, pd, b_fd, -EBUSY);
+	KUNIT_EXPECT_EQ(test, fw->stale_regs, 0);
+	KUNIT_EXPECT_EQ(test, fw->stops, 0);
+
+	/* Another PD: the device hands it A's key, which is fine there */
+	c = reg_dmabuf_mr(test, other,
+			  ib_kunit_mock_fd(test, MR_BYTES, 0, &c_buf));
+	KUNIT_EXPECT_EQ(test, c->ibmr.lkey, fw->stale_key);
+	KUNIT_EXPECT_EQ(test, fw->stale_regs, 0);
+	dereg(test, c);
+
+	fw->stale_armed = false;
+	dereg(test, a);
+	b = reg_dmabuf_mr(test, pd, b_fd);
+	dereg(test, b);
+	ib_kunit_expect_mock(test, b_buf, 0, 0, 0);
+}
+
+/*
+ * The exporter revokes MR A while a REG_MR of the same PD is in flight
+ * (forced: the REG_MR starts the revoke and sees it wait for the PD's lock).
+ * A's DEREG_MR goes out only after that REG_MR has completed, so the device
+ * cannot hand it A's key, freed by that DEREG_MR; then the PD refuses MRs.
+ */
+static void test_revoke_waits_for_reg(struct kunit *test)
+{
+	struct efa_fw *fw = test->priv;
+	struct dma_buf *a_buf, *b_buf, *c_buf;
+	struct efa_mr *a, *b;
+	struct ib_pd *pd;
+	int fd;
+
+	pd = fake_pd(test, fw->dev, 1);
+	a = reg_dmabuf_mr(test, pd, ib_kunit_mock_fd(test, MR_BYTES, 0, &a_buf));
+	fw->stale_key = a->ibmr.lkey;
+	fw->stale_pdn = 1;
+	fw->stale_armed = true;
+	fw->reg_pd = efa_pd_of(pd);
+	fw->revoke_in_reg = a_buf;
+	b = reg_dmabuf_mr(test, pd, ib_kunit_mock_fd(test, MR_BYTES, 0, &b_buf));
+	KUNIT_EXPECT_EQ(test, ib_kunit_revoker_wait(test, fw->revoker), 0);
+	KUNIT_EXPECT_TRUE_MSG(test, fw->revoke_waited_for_reg,
+			      "the revoke did not wait for the REG_MR");
+	KUNIT_EXPECT_NE(test, b->ibmr.lkey, fw->stale_key);
+	KUNIT_EXPECT_EQ(test, fw->stale_regs, 0);
+	KUNIT_EXPECT_EQ(test, fw->dereg_mrs, 1);
+	KUNIT_EXPECT_EQ(test, fw->dereg_key[0], fw->stale_key);
+	KUNIT_EXPECT_EQ(test, fw->stops, 0);
+
+	fd = ib_kunit_mock_fd(test, MR_BYTES, 0, &c_buf);
+	reg_dmabuf_mr_fails(test, pd, fd, -EBUSY);
+	KUNIT_EXPECT_EQ(test, fw->stale_regs, 0);
+
+	fw->stale_armed = false;
+	dereg(test, b);
+	dereg(test, a);
+	KUNIT_EXPECT_EQ(test, efa_pd_of(pd)->revoked_mrs, 0);
+	ib_kunit_expect_mock(test, a_buf, 0, 0, 0);
+	ib_kunit_expect_mock(test, b_buf, 0, 0, 0);
+}
+
+/*
+ * The exporter revokes while dereg's DEREG_MR is in flight (forced: the
+ * revoke starts from the DEREG_MR and is seen waiting for the reservation
+ * lock dereg holds). Exactly one DEREG_MR goes out, and no stop.
+ */
+static void test_dereg_races_revoke(struct kunit *test)
+{
+	struct efa_fw *fw = test->priv;
+	struct dma_buf *dmabuf;
+	struct efa_mr *mr;
+	struct ib_pd *pd;
+	u32 lkey;
+	int fd;
+
+	pd = fake_pd(test, fw->dev, 1);
+	fd = ib_kunit_mock_fd(test, MR_BYTES, 0, &dmabuf);
+	mr = reg_dmabuf_mr(test, pd, fd);
+	lkey = mr->ibmr.lkey;
+	fw->race_revoke = dmabuf;
+	dereg(test, mr);
+	KUNIT_EXPECT_EQ(test, ib_kunit_revoker_wait(test, fw->revoker), 0);
+	KUNIT_EXPECT_EQ(test, fw->dereg_mrs, 1);
+	KUNIT_EXPECT_EQ(test, fw->dereg_key[0], lkey);
+	KUNIT_EXPECT_EQ(test, fw->stops, 0);
+	KUNIT_EXPECT_EQ(test, fatal_events(fw), 0);
+	/* Not an exporter's revoke: the PD takes new MRs */
+	KUNIT_EXPECT_EQ(test, efa_pd_of(pd)->revoked_mrs, 0);
+	ib_kunit_expect_mock(test, dmabuf, 0, 0, 0);
+}
+
+/*
+ * A dereg is the owner's doing, also when an exporter revoke waits for the
+ * reservation lock meanwhile and takes it as soon as the dereg drops it
+ * (forced, see ib_kunit_revoke_behind()): the dereg runs the revoke
+ * callback itself, never leaving it to the exporter's revoke (which the core
+ * would report as the exporter's), and one DEREG_MR goes out.
+ */
+static void test_dereg_runs_callback(struct kunit *test)
+{
+	struct efa_fw *fw = test->priv;
+	struct dma_buf *dmabuf;
+	struct efa_mr *mr;
+
+	mr = reg_dmabuf_mr(test, fake_pd(test, fw->dev, 1),
+			   ib_kunit_mock_fd(test, MR_BYTES, 0, &dmabuf));
+	ib_kunit_watch_revoke(test, mr->umem, &fw->watch);
+	fw->race_revoke = dmabuf;
+	dereg(test, mr);
+	KUNIT_EXPECT_EQ(test, ib_kunit_revoker_wait(test, fw->revoker), 0);
+	/* The dereg's: the exporter's revoke found nothing to do */
+	KUNIT_EXPECT_EQ(test, fw->watch.calls, 1);
+	KUNIT_EXPECT_EQ(test, fw->watch.calls_elsewhere, 0);
+	KUNIT_EXPECT_EQ(test, fw->dereg_mrs, 1);
+	KUNIT_EXPECT_EQ(test, fw->stops, 0);
+	ib_kunit_expect_mock(test, dmabuf, 0, 0, 0);
+}
+
+static struct kunit_case efa_dmabuf_mr_cases[] = {
+	KUNIT_CASE(test_dereg_races_revoke),
+	KUNIT_CASE(test_dereg_runs_callback),
+	KUNIT_CASE(test_revoke_then_dereg),
+	KUNIT_CASE(test_dereg_disarms),
+	KUNIT_CASE(test_revoke_fence_fails),
+	KUNIT_CASE(test_dereg_fence_fails),
+	KUNIT_CASE(test_fence_enomem_retried),
+	KUNIT_CASE(test_fence_enomem_bounded),
+	KUNIT_CASE(test_stop_once),
+	KUNIT_CASE(test_reg_fails),
+	KUNIT_CASE(test_reg_refused_on_revoked_pd),
+	KUNIT_CASE(test_no_stale_key_in_pd),
+	KUNIT_CASE(test_revoke_waits_for_reg),
 	{}
 };
 
-static struct kunit_suite efa_quarantine_suite = {
-	.name = "efa_mr_quarantine",
-	.test_cases = efa_quarantine_cases,
+static struct kunit_suite efa_dmabuf_mr_suite = {
+	.name = "efa_dmabuf_mr",
+	.init = efa_fw_init,
+	.test_cases = efa_dmabuf_mr_cases,
 };
 
-kunit_test_suite(efa_quarantine_suite);
+kunit_test_suite(efa_dmabuf_mr_suite);
 
-MODULE_DESCRIPTION("KUnit tests for EFA's dma-buf MR key quarantine");
+MODULE_DESCRIPTION("KUnit tests for EFA's dma-buf MRs");
 MODULE_LICENSE("Dual BSD/GPL");
+MODULE_IMPORT_NS("DMA_BUF");
 MODULE_IMPORT_NS("EXPORTED_FOR_KUNIT_TESTING");

@@ -1,181 +1,683 @@
 // SPDX-License-Identifier: GPL-2.0-only
 /*
- * KUnit tests for mana_ib's quarantine of revoked dma-buf MR keys: the device
- * frees a key with the MR, so the driver refuses a revoked MR's keys to new
- * MRs and MWs until the MR is deregistered. The lookups run on fake devices:
- * two ib_devices on one PCI function (gdma_context), as mana_ib_probe()
- * creates for its "rdma" and "eth" auxiliary devices, and one on another.
+ * KUnit tests for mana_ib's MRs, MWs and dma-buf MRs.
+ *
+ * mana_ib_dmabuf_mr: mana_ib's MR, MW and dma-buf MR verbs on a device that
+ * is never probed, whose HW channel is a static stub of
+ * mana_gd_send_request(): it answers CREATE_DMA_REGION, CREATE_MR,
+ * DESTROY_MR and DESTROY_DMA_REGION itself, hands out keys and handles, fails
+ * what a case asks, and counts every request. The PCI half of the last
+ * resort, mana_ib_pci_stop_dma(), is stubbed too: the stub records whether
+ * the MR's memory was still mapped when it ran.
  */
 
+#include <kunit/static_stub.h>
 #include <kunit/test.h>
+#include <linux/dma-buf.h>
 #include <linux/slab.h>
+#include <rdma/ib_kunit_helpers.h>
+#include <rdma/ib_umem.h>
 
 #include "mana_ib.h"
+#include <net/mana/hw_channel.h>
 
-struct quarantine_kunit {
-	struct mana_ib_dev *rdma;
-	struct mana_ib_dev *eth;
-	struct mana_ib_dev *other;
+/* What the stubbed HW channel saw and is to answer */
+struct mana_fw {
+	struct mana_ib_dev *dev;
+	struct mana_ib_mr *mr;		/* the case's MR, for the stop stub */
+	unsigned int create_regions;
+	unsigned int destroy_regions;
+	unsigned int create_mrs;
+	unsigned int destroy_mrs;
+	u64 destroyed[8];		/* the handles of the first DESTROY_MRs */
+	int create_mr_err;
+	int destroy_mr_err;
+	u32 next_key;
+	u64 next_handle;
+	/*
+	 * At the next CREATE_MR, revoke this buffer from another thread, and
+	 * wait until the revoke waits for reg_pd's revoke_rwsem
+	 */
+	struct dma_buf *revoke_in_create;
+	struct mana_ib_pd *reg_pd;
+	bool revoke_waited_for_create;
+	/* Keys DESTROY_MR freed, handed out again last-freed first */
+	u32 free_keys[8];
+	unsigned int nr_free;
+	/* The key of each live MR or MW, by handle */
+	struct {
+		u64 handle;
+		u32 key;
+	} live[16];
+	/*
+	 * A revoked MR's key that no new MR or MW of its PD may be given
+	 * before the user deregisters the revoked MR; stale_creates counts
+	 * the CREATE_MRs that were.
+	 */
+	bool stale_armed;
+	u32 stale_key;
+	u64 stale_pd_handle;
+	unsigned int stale_creates;
+	unsigned int stops;		/* mana_ib_pci_stop_dma() calls */
+	bool mapped_at_stop;
+	/* At the next DESTROY_MR, revoke this buffer from another thread */
+	struct dma_buf *race_revoke;
+	struct ib_kunit_revoker *revoker;
+	struct ib_kunit_revoke_watch watch;	/* the MR's revoke callback */
+	struct ib_kunit_events *events;
 };
 
-static struct mana_ib_dev *fake_ib_dev(struct kunit *test,
-				       struct gdma_context *gc)
+static int fake_send_request(struct gdma_context *gc, u32 req_len,
+			     const void *req, u32 resp_len, void *resp)
 {
-	struct mana_ib_dev *dev;
-	struct gdma_dev *gd;
+	struct kunit *test = kunit_get_current_test();
+	const struct gdma_req_hdr *hdr = req;
+	struct mana_fw *fw = test->priv;
 
-	dev = kunit_kzalloc(test, sizeof(*dev), GFP_KERNEL);
-	KUNIT_ASSERT_NOT_NULL(test, dev);
-	gd = kunit_kzalloc(test, sizeof(*gd), GFP_KERNEL);
-	KUNIT_ASSERT_NOT_NULL(test, gd);
-	gd->gdma_context = gc;
-	dev->gdma_dev = gd;
-	return dev;
+	memset(resp, 0, resp_len);
+	switch (hdr->req.msg_type) {
+	case GDMA_CREATE_DMA_REGION: {
+		struct gdma_create_dma_region_resp *r = resp;
+
+		KUNIT_EXPECT_EQ(test, resp_len, sizeof(*r));
+		fw->create_regions++;
+		r->dma_region_handle = ++fw->next_handle;
+		return 0;
+	}
+	case GDMA_DESTROY_DMA_REGION:
+		fw->destroy_regions++;
+		return 0;
+	case GDMA_CREATE_MR: {
+		const struct gdma_create_mr_request *q = req;
+		struct gdma_create_mr_response *r = resp;
+		unsigned int i;
+		u32 key;
+
+		KUNIT_EXPECT_EQ(test, req_len, sizeof(*q));
+		KUNIT_EXPECT_EQ(test, resp_len, sizeof(*r));
+		fw->create_mrs++;
+		if (fw->create_mr_err)
+			return fw->create_mr_err;
+		if (fw->revoke_in_create) {
+			unsigned int before = fw->destroy_mrs;
+			unsigned long end = jiffies + 10 * HZ;
+
+			fw->revoker = ib_kunit_revoke_start(test,
+							    fw->revoke_in_create);
+			fw->revoke_in_create = NULL;
+			/* Until it waits, or sends its DESTROY_MR regardless */
+			while (!rwsem_is_contended(&fw->reg_pd->revoke_rwsem) &&
+			       fw->destroy_mrs == before &&
+			       time_before(jiffies, end))
+				usleep_range(100, 200);
+			fw->revoke_waited_for_create =
+				rwsem_is_contended(&fw->reg_pd->revoke_rwsem);
+		}
+		/* As an allocator may: the key freed last goes out first */
+		if (fw->nr_free)
+			key = fw->free_keys[--fw->nr_free];
+		else
+			key = fw->next_key++;
+		if (fw->stale_armed && key == fw->stale_key &&
+		    q->pd_handle == fw->stale_pd_handle)
+			fw->stale_creates++;
+		r->mr_handle = ++fw->next_handle;
+		r->lkey = key;
+		r->rkey = key;
+		for (i = 0; i < ARRAY_SIZE(fw->live); i++) {
+			if (!fw->live[i].handle) {
+				fw->live[i].handle = r->mr_handle;
+				fw->live[i].key = key;
+				break;
+			}
+		}
+		return 0;
+	}
+	case GDMA_DESTROY_MR: {
+		const struct gdma_destroy_mr_request *r = req;
+
+		KUNIT_EXPECT_EQ(test, req_len, sizeof(*r));
+		if (fw->destroy_mrs < ARRAY_SIZE(fw->destroyed))
+			fw->destroyed[fw->destroy_mrs] = r->mr_handle;
+		fw->destroy_mrs++;
+		/* Once: the revoke's own DESTROY_MR, if any, starts nothing */
+		if (fw->race_revoke) {
+			struct dma_buf *dmabuf = fw->race_revoke;
+
+			fw->race_revoke = NULL;
+			fw->revoker = ib_kunit_revoke_behind(test, dmabuf);
+		}
+		if (!fw->destroy_mr_err) {
+			unsigned int i;
+
+			/* The key is free: the device may hand it out again */
+			for (i = 0; i < ARRAY_SIZE(fw->live); i++) {
+				if (fw->live[i].handle != r->mr_handle)
+					continue;
+				fw->live[i].handle = 0;
+				if (fw->nr_free < ARRAY_SIZE(fw->free_keys))
+					fw->free_keys[fw->nr_free++] =
+						fw->live[i].key;
+				break;
+			}
+		}
+		return fw->destroy_mr_err;
+	}
+	default:
+		KUNIT_FAIL(test, "unexpected request %u", hdr->req.msg_type);
+		return -EOPNOTSUPP;
+	}
 }
 
-static int quarantine_kunit_init(struct kunit *test)
+static void fake_pci_stop_dma(struct mana_ib_dev *dev)
 {
-	struct quarantine_kunit *q;
-	struct gdma_context *gc, *other_gc;
+	struct kunit *test = kunit_get_current_test();
+	struct mana_fw *fw = test->priv;
 
-	q = kunit_kzalloc(test, sizeof(*q), GFP_KERNEL);
-	KUNIT_ASSERT_NOT_NULL(test, q);
+	KUNIT_EXPECT_PTR_EQ(test, dev, fw->dev);
+	fw->stops++;
+	/* The core unmaps after the callback returns */
+	fw->mapped_at_stop = fw->mr && fw->mr->umem &&
+			     to_ib_umem_dmabuf(fw->mr->umem)->sgt;
+}
+
+/* The IB_EVENT_DEVICE_FATAL events the device raised so far */
+static int fatal_events(struct mana_fw *fw)
+{
+	return ib_kunit_events_seen(fw->events, IB_EVENT_DEVICE_FATAL);
+}
+
+static int mana_fw_init(struct kunit *test)
+{
+	struct hw_channel_context *hwc;
+	struct gdma_context *gc;
+	struct mana_ib_dev *dev;
+	struct gdma_dev *gd;
+	struct mana_fw *fw;
+
+	fw = kunit_kzalloc(test, sizeof(*fw), GFP_KERNEL);
+	KUNIT_ASSERT_NOT_NULL(test, fw);
+	fw->next_key = 0x100;
+	test->priv = fw;
+	ib_kunit_expect_no_mock_leaks(test);
+
+	/* Never probed: what mana_ib_probe() sets up for MRs and MWs */
+	dev = container_of(ib_kunit_alloc_device(test, sizeof(*dev),
+						 "mana_kunit"),
+			   struct mana_ib_dev, ib_dev);
 	gc = kunit_kzalloc(test, sizeof(*gc), GFP_KERNEL);
 	KUNIT_ASSERT_NOT_NULL(test, gc);
-	other_gc = kunit_kzalloc(test, sizeof(*other_gc), GFP_KERNEL);
-	KUNIT_ASSERT_NOT_NULL(test, other_gc);
+	hwc = kunit_kzalloc(test, sizeof(*hwc), GFP_KERNEL);
+	KUNIT_ASSERT_NOT_NULL(test, hwc);
+	gd = kunit_kzalloc(test, sizeof(*gd), GFP_KERNEL);
+	KUNIT_ASSERT_NOT_NULL(test, gd);
+	hwc->max_req_msg_size = SZ_4K;
+	gc->hwc.driver_data = hwc;
+	gc->dev = dev->ib_dev.dma_device;
+	gd->gdma_context = gc;
+	dev->gdma_dev = gd;
+	dev->adapter_caps.page_size_cap = PAGE_SIZE;
+	fw->dev = dev;
+	fw->events = ib_kunit_watch_events(test, &dev->ib_dev);
 
-	q->rdma = fake_ib_dev(test, gc);
-	q->eth = fake_ib_dev(test, gc);
-	q->other = fake_ib_dev(test, other_gc);
-	test->priv = q;
+	kunit_activate_static_stub(test, mana_gd_send_request,
+				   fake_send_request);
+	kunit_activate_static_stub(test, mana_ib_pci_stop_dma,
+				   fake_pci_stop_dma);
 	return 0;
 }
 
-/* Off the module-wide list at the end of the test, even if it failed */
-static void quarantine_kunit_del(void *mr)
+static struct ib_pd *fake_pd_handle(struct kunit *test, struct mana_fw *fw,
+				    mana_handle_t pd_handle)
 {
-	mana_ib_quarantine_del(mr);
+	struct mana_ib_pd *pd = kunit_kzalloc(test, sizeof(*pd), GFP_KERNEL);
+
+	KUNIT_ASSERT_NOT_NULL(test, pd);
+	pd->ibpd.device = &fw->dev->ib_dev;
+	pd->pd_handle = pd_handle;
+	/* What mana_ib_alloc_pd() does besides CREATE_PD */
+	init_rwsem(&pd->revoke_rwsem);
+	return &pd->ibpd;
 }
 
-static struct mana_ib_mr *quarantine_mr(struct kunit *test,
-					struct mana_ib_dev *dev, u32 lkey,
-					u32 rkey, bool remote)
+static struct ib_pd *fake_pd(struct kunit *test, struct mana_fw *fw)
 {
-	struct mana_ib_mr *mr;
+	return fake_pd_handle(test, fw, 0x77);
+}
 
-	mr = kunit_kzalloc(test, sizeof(*mr), GFP_KERNEL);
-	KUNIT_ASSERT_NOT_NULL(test, mr);
-	mr->ibmr.lkey = lkey;
-	mr->ibmr.rkey = rkey;
-	mr->remote = remote;
-	mana_ib_quarantine_add(dev, mr);
-	KUNIT_ASSERT_EQ(test, 0,
-			kunit_add_action_or_reset(test, quarantine_kunit_del,
-						  mr));
+static struct mana_ib_pd *mana_pd_of(struct ib_pd *ibpd)
+{
+	return container_of(ibpd, struct mana_ib_pd, ibpd);
+}
+
+#define MR_IOVA 0x10000
+#define MR_BYTES (4 * PAGE_SIZE)
+#define MR_ACCESS (IB_ACCESS_LOCAL_WRITE | IB_ACCESS_REMOTE_READ | \
+		   IB_ACCESS_REMOTE_WRITE)
+
+/* Deregister at the end of a case that did not */
+static void dereg_action(void *data)
+{
+	struct mana_ib_mr *mr = data;
+
+	mana_ib_dereg_mr(&mr->ibmr, NULL);
+}
+
+static struct mana_ib_mr *reg_dmabuf_mr(struct kunit *test, struct ib_pd *pd,
+					int fd)
+{
+	struct mana_fw *fw = test->priv;
+	struct uverbs_attr_bundle *attrs;
+	struct mana_ib_mr *mr;
+	struct ib_mr *ibmr;
+
+	attrs = kunit_kzalloc(test, sizeof(*attrs), GFP_KERNEL);
+	KUNIT_ASSERT_NOT_NULL(test, attrs);
+	ibmr = mana_ib_reg_user_mr_dmabuf(pd, 0, MR_BYTES, MR_IOVA, fd,
+					  MR_ACCESS, NULL, attrs);
+	KUNIT_ASSERT_FALSE_MSG(test, IS_ERR(ibmr), "reg: %pe", ibmr);
+	ibmr->pd = pd;
+	mr = container_of(ibmr, struct mana_ib_mr, ibmr);
+	KUNIT_ASSERT_EQ(test, kunit_add_action_or_reset(test, dereg_action,
+							mr), 0);
+	fw->mr = mr;
 	return mr;
 }
 
-/* Keys come from the function: both of its ib_devices must refuse them. */
-static void quarantine_shared_by_function(struct kunit *test)
+static void dereg(struct kunit *test, struct mana_ib_mr *mr)
 {
-	struct quarantine_kunit *q = test->priv;
+	struct mana_fw *fw = test->priv;
 
-	quarantine_mr(test, q->rdma, 0x1001, 0x2002, true);
-
-	KUNIT_EXPECT_TRUE(test, mana_ib_key_quarantined(q->rdma, 0x1001));
-	KUNIT_EXPECT_TRUE(test, mana_ib_key_quarantined(q->rdma, 0x2002));
-	KUNIT_EXPECT_TRUE(test, mana_ib_key_quarantined(q->eth, 0x1001));
-	KUNIT_EXPECT_TRUE(test, mana_ib_key_quarantined(q->eth, 0x2002));
-	KUNIT_EXPECT_FALSE(test, mana_ib_key_quarantined(q->eth, 0x3003));
-	/* Another function has keys of its own */
-	KUNIT_EXPECT_FALSE(test, mana_ib_key_quarantined(q->other, 0x1001));
-	KUNIT_EXPECT_FALSE(test, mana_ib_key_quarantined(q->other, 0x2002));
-}
-
-/* Dereg lets go of the keys: the device may hand them out again. */
-static void quarantine_del_releases_keys(struct kunit *test)
-{
-	struct quarantine_kunit *q = test->priv;
-	struct mana_ib_mr *a, *b;
-
-	a = quarantine_mr(test, q->eth, 0x1001, 0x2002, true);
-	b = quarantine_mr(test, q->eth, 0x4004, 0x5005, true);
-	kunit_release_action(test, quarantine_kunit_del, a);
-
-	KUNIT_EXPECT_FALSE(test, mana_ib_key_quarantined(q->rdma, 0x1001));
-	KUNIT_EXPECT_FALSE(test, mana_ib_key_quarantined(q->rdma, 0x2002));
-	KUNIT_EXPECT_TRUE(test, mana_ib_key_quarantined(q->rdma, 0x4004));
-	KUNIT_EXPECT_TRUE(test, mana_ib_key_quarantined(q->rdma, 0x5005));
-
-	kunit_release_action(test, quarantine_kunit_del, b);
-	KUNIT_EXPECT_FALSE(test, mana_ib_key_quarantined(q->rdma, 0x4004));
+	/* Runs mana_ib_dereg_mr(); its result is checked by the counts */
+	kunit_release_action(test, dereg_action, mr);
+	if (fw->mr == mr)
+		fw->mr = NULL;
 }
 
 /*
- * The rkey of an MR without remote access gives no access, whatever its
- * value: matching it would refuse, say, every later rkey of 0.
+ * The exporter's revoke sends one DESTROY_MR, for the MR's handle, and counts
+ * the MR in its PD; the dereg after it sends none and uncounts it.
  */
-static void quarantine_local_mr_rkey(struct kunit *test)
+static void test_revoke_then_dereg(struct kunit *test)
 {
-	struct quarantine_kunit *q = test->priv;
+	struct mana_fw *fw = test->priv;
+	struct dma_buf *dmabuf;
+	struct ib_pd *pd = fake_pd(test, fw);
+	struct mana_ib_mr *mr;
+	u64 handle;
 
-	quarantine_mr(test, q->rdma, 0x1001, 0, false);
+	mr = reg_dmabuf_mr(test, pd,
+			   ib_kunit_mock_fd(test, MR_BYTES, 0, &dmabuf));
+	handle = mr->mr_handle;
+	KUNIT_EXPECT_EQ(test, fw->create_regions, 1);
+	KUNIT_EXPECT_EQ(test, fw->create_mrs, 1);
+	ib_kunit_expect_mock(test, dmabuf, 1, 1, 1);
 
-	KUNIT_EXPECT_TRUE(test, mana_ib_key_quarantined(q->eth, 0x1001));
-	KUNIT_EXPECT_FALSE(test, mana_ib_key_quarantined(q->eth, 0));
+	KUNIT_ASSERT_EQ(test, ib_kunit_mock_revoke(dmabuf), 0);
+	KUNIT_EXPECT_EQ(test, fw->destroy_mrs, 1);
+	KUNIT_EXPECT_EQ(test, fw->destroyed[0], handle);
+	KUNIT_EXPECT_EQ(test, fw->stops, 0);
+	KUNIT_EXPECT_EQ(test, mana_pd_of(pd)->revoked_mrs, 1);
+	ib_kunit_expect_mock(test, dmabuf, 1, 0, 0);
+
+	dereg(test, mr);
+	KUNIT_EXPECT_EQ(test, fw->destroy_mrs, 1);
+	KUNIT_EXPECT_EQ(test, mana_pd_of(pd)->revoked_mrs, 0);
+	KUNIT_EXPECT_EQ(test, fatal_events(fw), 0);
+	ib_kunit_expect_mock(test, dmabuf, 0, 0, 0);
 }
 
-static void mr_params_remote(struct kunit *test)
+/* A dereg sends one DESTROY_MR and leaves no callback armed. */
+static void test_dereg_disarms(struct kunit *test)
 {
-	struct gdma_create_mr_params p = {};
+	struct mana_fw *fw = test->priv;
+	struct dma_buf *dmabuf;
+	struct ib_pd *pd = fake_pd(test, fw);
+	struct mana_ib_mr *mr;
 
-	p.mr_type = GDMA_MR_TYPE_GVA;
-	p.gva.access_flags = GDMA_ACCESS_FLAG_LOCAL_READ |
-			     GDMA_ACCESS_FLAG_LOCAL_WRITE;
-	KUNIT_EXPECT_FALSE(test, mana_ib_mr_params_remote(&p));
-	p.gva.access_flags |= GDMA_ACCESS_FLAG_REMOTE_WRITE;
-	KUNIT_EXPECT_TRUE(test, mana_ib_mr_params_remote(&p));
-
-	memset(&p, 0, sizeof(p));
-	p.mr_type = GDMA_MR_TYPE_ZBVA;
-	p.zbva.access_flags = GDMA_ACCESS_FLAG_REMOTE_READ;
-	KUNIT_EXPECT_TRUE(test, mana_ib_mr_params_remote(&p));
-
-	memset(&p, 0, sizeof(p));
-	p.mr_type = GDMA_MR_TYPE_DM;
-	p.da.access_flags = GDMA_ACCESS_FLAG_REMOTE_ATOMIC;
-	KUNIT_EXPECT_TRUE(test, mana_ib_mr_params_remote(&p));
-	p.da.access_flags = GDMA_ACCESS_FLAG_BIND_MW;
-	KUNIT_EXPECT_FALSE(test, mana_ib_mr_params_remote(&p));
-
-	memset(&p, 0, sizeof(p));
-	p.mr_type = GDMA_MR_TYPE_GPA;
-	KUNIT_EXPECT_FALSE(test, mana_ib_mr_params_remote(&p));
-
-	/* A window has only an rkey, which is what it is for */
-	p.mr_type = GDMA_MR_TYPE_MW1;
-	KUNIT_EXPECT_TRUE(test, mana_ib_mr_params_remote(&p));
-	p.mr_type = GDMA_MR_TYPE_MW2;
-	KUNIT_EXPECT_TRUE(test, mana_ib_mr_params_remote(&p));
+	mr = reg_dmabuf_mr(test, pd,
+			   ib_kunit_mock_fd(test, MR_BYTES, 0, &dmabuf));
+	dereg(test, mr);
+	KUNIT_EXPECT_EQ(test, fw->destroy_mrs, 1);
+	/* Not an exporter's revoke: the PD creates as before */
+	KUNIT_EXPECT_EQ(test, mana_pd_of(pd)->revoked_mrs, 0);
+	ib_kunit_expect_mock(test, dmabuf, 0, 0, 0);
+	KUNIT_ASSERT_EQ(test, ib_kunit_mock_revoke(dmabuf), 0);
+	KUNIT_EXPECT_EQ(test, fw->destroy_mrs, 1);
+	KUNIT_EXPECT_EQ(test, fw->stops, 0);
 }
 
-static struct kunit_case mana_ib_quarantine_cases[] = {
-	KUNIT_CASE(quarantine_shared_by_function),
-	KUNIT_CASE(quarantine_del_releases_keys),
-	KUNIT_CASE(quarantine_local_mr_rkey),
-	KUNIT_CASE(mr_params_remote),
+/*
+ * The revoke's DESTROY_MR times out: DMA is stopped before the core unmaps,
+ * IB_EVENT_DEVICE_FATAL raised, and the dereg sends no second DESTROY_MR.
+ */
+static void test_revoke_fence_fails(struct kunit *test)
+{
+	struct mana_fw *fw = test->priv;
+	struct dma_buf *dmabuf;
+	struct mana_ib_mr *mr;
+
+	mr = reg_dmabuf_mr(test, fake_pd(test, fw),
+			   ib_kunit_mock_fd(test, MR_BYTES, 0, &dmabuf));
+	fw->destroy_mr_err = -ETIMEDOUT;
+	KUNIT_ASSERT_EQ(test, ib_kunit_mock_revoke(dmabuf), 0);
+	KUNIT_EXPECT_EQ(test, fw->destroy_mrs, 1);
+	KUNIT_EXPECT_EQ(test, fw->stops, 1);
+	KUNIT_EXPECT_TRUE(test, fw->mapped_at_stop);
+	KUNIT_EXPECT_EQ(test, fatal_events(fw), 1);
+	dereg(test, mr);
+	KUNIT_EXPECT_EQ(test, fw->destroy_mrs, 1);
+	ib_kunit_expect_mock(test, dmabuf, 0, 0, 0);
+}
+
+/* The dereg's DESTROY_MR times out: stopped while mapped; the dereg goes on */
+static void test_dereg_fence_fails(struct kunit *test)
+{
+	struct mana_fw *fw = test->priv;
+	struct dma_buf *dmabuf;
+	struct mana_ib_mr *mr;
+
+	mr = reg_dmabuf_mr(test, fake_pd(test, fw),
+			   ib_kunit_mock_fd(test, MR_BYTES, 0, &dmabuf));
+	fw->destroy_mr_err = -ETIMEDOUT;
+	dereg(test, mr);
+	KUNIT_EXPECT_EQ(test, fw->destroy_mrs, 1);
+	KUNIT_EXPECT_EQ(test, fw->stops, 1);
+	KUNIT_EXPECT_TRUE(test, fw->mapped_at_stop);
+	KUNIT_EXPECT_EQ(test, fatal_events(fw), 1);
+	ib_kunit_expect_mock(test, dmabuf, 0, 0, 0);
+}
+
+/*
+ * Two fences fail: each clears bus mastering before its memory is unmapped
+ * (a rescan may have set it again in between), one IB_EVENT_DEVICE_FATAL.
+ */
+static void test_stop_each_event_once(struct kunit *test)
+{
+	struct mana_fw *fw = test->priv;
+	struct dma_buf *a_buf, *b_buf;
+	struct ib_pd *pd = fake_pd(test, fw);
+
+	reg_dmabuf_mr(test, pd, ib_kunit_mock_fd(test, MR_BYTES, 0, &a_buf));
+	reg_dmabuf_mr(test, pd, ib_kunit_mock_fd(test, MR_BYTES, 0, &b_buf));
+	fw->destroy_mr_err = -ETIMEDOUT;
+	KUNIT_ASSERT_EQ(test, ib_kunit_mock_revoke(a_buf), 0);
+	KUNIT_ASSERT_EQ(test, ib_kunit_mock_revoke(b_buf), 0);
+	KUNIT_EXPECT_EQ(test, fw->destroy_mrs, 2);
+	KUNIT_EXPECT_EQ(test, fw->stops, 2);
+	KUNIT_EXPECT_TRUE(test, fw->mapped_at_stop);
+	KUNIT_EXPECT_EQ(test, fatal_events(fw), 1);
+}
+
+/* CREATE_MR fails: the error comes back, the DMA region goes, nothing stays */
+static void test_reg_fails(struct kunit *test)
+{
+	struct mana_fw *fw = test->priv;
+	struct uverbs_attr_bundle *attrs;
+	struct dma_buf *dmabuf;
+	struct ib_mr *ibmr;
+	int fd;
+
+	attrs = kunit_kzalloc(test, sizeof(*attrs), GFP_KERNEL);
+	KUNIT_ASSERT_NOT_NULL(test, attrs);
+	fd = ib_kunit_mock_fd(test, MR_BYTES, 0, &dmabuf);
+	fw->create_mr_err = -EPROTO;
+	ibmr = mana_ib_reg_user_mr_dmabuf(fake_pd(test, fw), 0, MR_BYTES,
+					  MR_IOVA, fd, MR_ACCESS, NULL, attrs);
+	KUNIT_EXPECT_EQ(test, PTR_ERR_OR_ZERO(ibmr), -EPROTO);
+	KUNIT_EXPECT_EQ(test, fw->create_regions, 1);
+	KUNIT_EXPECT_EQ(test, fw->destroy_regions, 1);
+	KUNIT_EXPECT_EQ(test, fw->destroy_mrs, 0);
+	ib_kunit_expect_mock(test, dmabuf, 0, 0, 0);
+	KUNIT_ASSERT_EQ(test, ib_kunit_mock_revoke(dmabuf), 0);
+	KUNIT_EXPECT_EQ(test, fw->destroy_mrs, 0);
+}
+
+/* A dma-buf MR registration that is expected to fail with @err */
+static void reg_dmabuf_mr_fails(struct kunit *test, struct ib_pd *pd,
+				int fd, int err)
+{
+	struct uverbs_attr_bundle *attrs;
+	struct ib_mr *ibmr;
+
+	attrs = kunit_kzalloc(test, sizeof(*attrs), GFP_KERNEL);
+	KUNIT_ASSERT_NOT_NULL(test, attrs);
+	ibmr = mana_ib_reg_user_mr_dmabuf(pd, 0, MR_BYTES, MR_IOVA, fd,
+					  MR_ACCESS, NULL, attrs);
+	KUNIT_EXPECT_EQ(test, PTR_ERR_OR_ZERO(ibmr), err);
+	if (!IS_ERR(ibmr)) {
+		/* Not to leave it registered */
+		ibmr->pd = pd;
+		KUNIT_EXPECT_EQ(test, mana_ib_dereg_mr(ibmr, NULL), 0);
+	}
+}
+
+/* An MW of @pd, or NULL with the error in @err */
+static struct mana_ib_mw *alloc_mw(struct kunit *test, struct ib_pd *pd,
+				   int *err)
+{
+	struct mana_ib_mw *mw = kunit_kzalloc(test, sizeof(*mw), GFP_KERNEL);
+
+	KUNIT_ASSERT_NOT_NULL(test, mw);
+	mw->ibmw.device = pd->device;
+	mw->ibmw.pd = pd;
+	mw->ibmw.type = IB_MW_TYPE_2;
+	*err = mana_ib_alloc_mw(&mw->ibmw, NULL);
+	return *err ? NULL : mw;
+}
+
+/*
+ * Until the user deregisters a revoked MR, its PD takes no new MR or MW: the
+ * creation fails with -EBUSY before any request to the device, leaving
+ * nothing attached. Other PDs create as before, and so does the PD after the
+ * dereg.
+ */
+static void test_reg_refused_on_revoked_pd(struct kunit *test)
+{
+	struct mana_fw *fw = test->priv;
+	struct dma_buf *a_buf, *b_buf;
+	struct ib_pd *pd, *other;
+	struct mana_ib_mr *a, *b;
+	struct mana_ib_mw *mw;
+	int b_fd, err;
+
+	pd = fake_pd_handle(test, fw, 0x77);
+	other = fake_pd_handle(test, fw, 0x78);
+	a = reg_dmabuf_mr(test, pd, ib_kunit_mock_fd(test, MR_BYTES, 0, &a_buf));
+	KUNIT_ASSERT_EQ(test, ib_kunit_mock_revoke(a_buf), 0);
+	KUNIT_EXPECT_EQ(test, fw->create_mrs, 1);
+	KUNIT_EXPECT_EQ(test, fw->create_regions, 1);
+
+	b_fd = ib_kunit_mock_fd(test, MR_BYTES, 0, &b_buf);
+	reg_dmabuf_mr_fails(test, pd, b_fd, -EBUSY);
+	mw = alloc_mw(test, pd, &err);
+	KUNIT_EXPECT_EQ(test, err, -EBUSY);
+	if (mw)
+		KUNIT_EXPECT_EQ(test, mana_ib_dealloc_mw(&mw->ibmw), 0);
+	KUNIT_EXPECT_EQ(test, fw->create_mrs, 1);
+	KUNIT_EXPECT_EQ(test, fw->create_regions, 1);
+	ib_kunit_expect_mock(test, b_buf, 0, 0, 0);
+
+	b = reg_dmabuf_mr(test, other, b_fd);
+	mw = alloc_mw(test, other, &err);
+	KUNIT_EXPECT_EQ(test, err, 0);
+	if (mw)
+		KUNIT_EXPECT_EQ(test, mana_ib_dealloc_mw(&mw->ibmw), 0);
+	KUNIT_EXPECT_EQ(test, fw->create_mrs, 3);
+	dereg(test, b);
+
+	dereg(test, a);
+	b = reg_dmabuf_mr(test, pd, b_fd);
+	KUNIT_EXPECT_EQ(test, fw->create_mrs, 4);
+	dereg(test, b);
+	KUNIT_EXPECT_EQ(test, fw->stops, 0);
+	ib_kunit_expect_mock(test, a_buf, 0, 0, 0);
+	ib_kunit_expect_mock(test, b_buf, 0, 0, 0);
+}
+
+/*
+ * The device hands the key DESTROY_MR freed to the next CREATE_MR (the stub
+ * does, as a last-freed-first allocator may). After the exporter's revoke,
+ * no MR or MW of the revoked MR's PD is ever given its key while the user has
+ * not deregistered it, not even for a moment. Another PD's may be: the PD
+ * check on every access keeps the key's old holders out.
+ */
+static void test_no_stale_key_in_pd(struct kunit *test)
+{
+	struct mana_fw *fw = test->priv;
+	struct dma_buf *a_buf, *b_buf;
+	struct ib_pd *pd, *other;
+	struct mana_ib_mr *a;
+	struct mana_ib_mw *mw;
+	int err;
+
+	pd = fake_pd_handle(test, fw, 0x77);
+	other = fake_pd_handle(test, fw, 0x78);
+	a = reg_dmabuf_mr(test, pd, ib_kunit_mock_fd(test, MR_BYTES, 0, &a_buf));
+	KUNIT_ASSERT_EQ(test, ib_kunit_mock_revoke(a_buf), 0);
+	fw->stale_key = a->ibmr.lkey;
+	fw->stale_pd_handle = 0x77;
+	fw->stale_armed = true;
+
+	mw = alloc_mw(test, pd, &err);
+	KUNIT_EXPECT_EQ(test, err, -EBUSY);
+	if (mw)
+		KUNIT_EXPECT_EQ(test, mana_ib_dealloc_mw(&mw->ibmw), 0);
+	reg_dmabuf_mr_fails(test, pd,
+			    ib_kunit_mock_fd(test, MR_BYTES, 0, &b_buf),
+			    -EBUSY);
+	KUNIT_EXPECT_EQ(test, fw->stale_creates, 0);
+	KUNIT_EXPECT_EQ(test, fw->stops, 0);
+
+	/* Another PD: the device hands its MW A's key, which is fine there */
+	mw = alloc_mw(test, other, &err);
+	KUNIT_ASSERT_EQ(test, err, 0);
+	KUNIT_EXPECT_EQ(test, mw->ibmw.rkey, fw->stale_key);
+	KUNIT_EXPECT_EQ(test, fw->stale_creates, 0);
+	KUNIT_EXPECT_EQ(test, mana_ib_dealloc_mw(&mw->ibmw), 0);
+
+	fw->stale_armed = false;
+	dereg(test, a);
+	ib_kunit_expect_mock(test, b_buf, 0, 0, 0);
+}
+
+/*
+ * The exporter revokes MR A while a CREATE_MR of the same PD is in flight
+ * (forced: the CREATE_MR starts the revoke and sees it wait for the PD's
+ * lock). A's DESTROY_MR goes out only after that creation has completed, so
+ * the device cannot hand it A's key, freed by that DESTROY_MR; then the PD
+ * refuses MRs.
+ */
+static void test_revoke_waits_for_create(struct kunit *test)
+{
+	struct mana_fw *fw = test->priv;
+	struct dma_buf *a_buf, *b_buf, *c_buf;
+	struct mana_ib_mr *a, *b;
+	struct ib_pd *pd;
+
+	pd = fake_pd(test, fw);
+	a = reg_dmabuf_mr(test, pd, ib_kunit_mock_fd(test, MR_BYTES, 0, &a_buf));
+	fw->stale_key = a->ibmr.lkey;
+	fw->stale_pd_handle = mana_pd_of(pd)->pd_handle;
+	fw->stale_armed = true;
+	fw->reg_pd = mana_pd_of(pd);
+	fw->revoke_in_create = a_buf;
+	b = reg_dmabuf_mr(test, pd, ib_kunit_mock_fd(test, MR_BYTES, 0, &b_buf));
+	KUNIT_EXPECT_EQ(test, ib_kunit_revoker_wait(test, fw->revoker), 0);
+	KUNIT_EXPECT_TRUE_MSG(test, fw->revoke_waited_for_create,
+			      "the revoke did not wait for the CREATE_MR");
+	KUNIT_EXPECT_NE(test, b->ibmr.lkey, fw->stale_key);
+	KUNIT_EXPECT_EQ(test, fw->stale_creates, 0);
+	KUNIT_EXPECT_EQ(test, fw->destroy_mrs, 1);
+	KUNIT_EXPECT_EQ(test, fw->destroyed[0], a->mr_handle);
+	KUNIT_EXPECT_EQ(test, fw->stops, 0);
+
+	reg_dmabuf_mr_fails(test, pd,
+			    ib_kunit_mock_fd(test, MR_BYTES, 0, &c_buf),
+			    -EBUSY);
+	KUNIT_EXPECT_EQ(test, fw->stale_creates, 0);
+
+	fw->stale_armed = false;
+	dereg(test, b);
+	dereg(test, a);
+	KUNIT_EXPECT_EQ(test, mana_pd_of(pd)->revoked_mrs, 0);
+	ib_kunit_expect_mock(test, a_buf, 0, 0, 0);
+	ib_kunit_expect_mock(test, b_buf, 0, 0, 0);
+}
+
+/* A DMA MR (no umem) is created and destroyed as before: no DMA region */
+static void test_dma_mr(struct kunit *test)
+{
+	struct mana_fw *fw = test->priv;
+	struct ib_mr *ibmr;
+
+	ibmr = mana_ib_get_dma_mr(fake_pd(test, fw), IB_ACCESS_LOCAL_WRITE);
+	KUNIT_ASSERT_FALSE_MSG(test, IS_ERR(ibmr), "get_dma_mr: %pe", ibmr);
+	ibmr->device = &fw->dev->ib_dev;
+	KUNIT_EXPECT_EQ(test, fw->create_mrs, 1);
+	KUNIT_EXPECT_EQ(test, fw->create_regions, 0);
+	KUNIT_EXPECT_EQ(test, mana_ib_dereg_mr(ibmr, NULL), 0);
+	KUNIT_EXPECT_EQ(test, fw->destroy_mrs, 1);
+}
+
+/*
+ * The exporter revokes while dereg's DESTROY_MR is in flight (forced: the
+ * revoke starts from the DESTROY_MR and is seen waiting for the reservation
+ * lock dereg holds, then takes it as soon as dereg drops it). One
+ * DESTROY_MR goes out, nothing stops, the PD is not left refusing, and
+ * the dereg ran the revoke callback itself, not the exporter's revoke.
+ */
+static void test_dereg_races_revoke(struct kunit *test)
+{
+	struct mana_fw *fw = test->priv;
+	struct dma_buf *dmabuf;
+	struct ib_pd *pd = fake_pd(test, fw);
+	struct mana_ib_mr *mr;
+	u64 handle;
+
+	mr = reg_dmabuf_mr(test, pd,
+			   ib_kunit_mock_fd(test, MR_BYTES, 0, &dmabuf));
+	handle = mr->mr_handle;
+	ib_kunit_watch_revoke(test, mr->umem, &fw->watch);
+	fw->race_revoke = dmabuf;
+	dereg(test, mr);
+	KUNIT_EXPECT_EQ(test, ib_kunit_revoker_wait(test, fw->revoker), 0);
+	KUNIT_EXPECT_EQ(test, fw->destroy_mrs, 1);
+	KUNIT_EXPECT_EQ(test, fw->destroyed[0], handle);
+	KUNIT_EXPECT_EQ(test, fw->stops, 0);
+	KUNIT_EXPECT_EQ(test, fatal_events(fw), 0);
+	/* The dereg's: the exporter's revoke found nothing to do */
+	KUNIT_EXPECT_EQ(test, fw->watch.calls, 1);
+	KUNIT_EXPECT_EQ(test, fw->watch.calls_elsewhere, 0);
+	/* Not an exporter's revoke: the PD creates as before */
+	KUNIT_EXPECT_EQ(test, mana_pd_of(pd)->revoked_mrs, 0);
+	ib_kunit_expect_mock(test, dmabuf, 0, 0, 0);
+}
+
+static struct kunit_case mana_ib_dmabuf_mr_cases[] = {
+	KUNIT_CASE(test_dereg_races_revoke),
+	KUNIT_CASE(test_revoke_then_dereg),
+	KUNIT_CASE(test_dereg_disarms),
+	KUNIT_CASE(test_revoke_fence_fails),
+	KUNIT_CASE(test_dereg_fence_fails),
+	KUNIT_CASE(test_stop_each_event_once),
+	KUNIT_CASE(test_reg_fails),
+	KUNIT_CASE(test_dma_mr),
+	KUNIT_CASE(test_reg_refused_on_revoked_pd),
+	KUNIT_CASE(test_no_stale_key_in_pd),
+	KUNIT_CASE(test_revoke_waits_for_create),
 	{}
 };
 
-static struct kunit_suite mana_ib_quarantine_suite = {
-	.name = "mana_ib_mr_quarantine",
-	.init = quarantine_kunit_init,
-	.test_cases = mana_ib_quarantine_cases,
+static struct kunit_suite mana_ib_dmabuf_mr_suite = {
+	.name = "mana_ib_dmabuf_mr",
+	.init = mana_fw_init,
+	.test_cases = mana_ib_dmabuf_mr_cases,
 };
 
-kunit_test_suite(mana_ib_quarantine_suite);
+kunit_test_suite(mana_ib_dmabuf_mr_suite);
 
-MODULE_DESCRIPTION("KUnit tests for mana_ib's dma-buf MR key quarantine");
+MODULE_DESCRIPTION("KUnit tests for mana_ib's MRs and dma-buf MRs");
 MODULE_LICENSE("GPL");
 MODULE_IMPORT_NS("EXPORTED_FOR_KUNIT_TESTING");
+MODULE_IMPORT_NS("NET_MANA");
