@@ -15,7 +15,7 @@ export KSELFTEST_TARGETS
 	rdma-core-pr base-check \
 	kselftest docs rdma-core iproute2 userspace demo vm test check \
 	bisect-check stress qemu-plugin qemu-plugin-check bench bench-profile \
-	two-host dkms dkms-check clean test-base
+	two-host dkms dkms-check clean test-base coverage
 
 help:
 	@sed -n 's/^## //p' $(MAKEFILE_LIST)
@@ -131,6 +131,16 @@ test-base:
 	scripts/deps.sh
 	$(MAKE) tree
 	scripts/test.sh kselftest kernel-base guest-base
+
+## coverage      KUnit line coverage of the series' changes in the hardware
+##               drivers: a gcov kernel (build/kbuild-coverage, the debug
+##               one + configs/coverage.config), the drivers' suites in a
+##               guest, then per driver the changed executable lines that
+##               ran and those that did not (build/coverage/report.md);
+##               builds build/linux as it is (no make tree); not part of
+##               `make test`
+coverage:
+	scripts/coverage.sh
 
 ## check         host-only tests (series round trip; mail series with a test
 ##               identity: subjects, To/Cc, checkpatch, git am)

@@ -2,24 +2,39 @@
 # Build the patched v7.3 tree (build/linux, from `make tree`) as bzImage +
 # modules for the guest, from the config fragments in configs/.
 #
-# usage: scripts/kernel.sh base|debug
+# usage: scripts/kernel.sh base|debug|coverage
 #   base:  allnoconfig + configs/base.config + configs/rdma.config
 #   debug: the same + configs/debug.config (KASAN, lockdep, kmemleak, ...)
 #          + configs/hw.config (the RDMA hardware drivers the series
 #          changes, compile tests only)
+#   coverage: debug + configs/coverage.config (gcov), with only the
+#          objects in the hardware drivers' directories (gcov_dirs below)
+#          profiled; for scripts/coverage.sh (make coverage)
 # Output: build/kbuild-FLAVOUR/{arch/x86/boot/bzImage,mod-root/}
 set -eu
 
 top=$(cd "$(dirname "$0")/.." && pwd)
-flavour=${1:?usage: kernel.sh base|debug}
+flavour=${1:?usage: kernel.sh base|debug|coverage}
 src=$top/build/linux
 out=$top/build/kbuild-$flavour
 frags=("$top/configs/base.config" "$top/configs/rdma.config")
 case $flavour in
 base) ;;
 debug) frags+=("$top/configs/debug.config" "$top/configs/hw.config") ;;
-*) echo "usage: kernel.sh base|debug" >&2; exit 2 ;;
+coverage) frags+=("$top/configs/debug.config" "$top/configs/hw.config"
+		  "$top/configs/coverage.config") ;;
+*) echo "usage: kernel.sh base|debug|coverage" >&2; exit 2 ;;
 esac
+# Coverage: gcov for the objects of these directories only (the tree's
+# Makefiles are left alone). A GCOV_PROFILE on make's command line
+# overrides every Makefile's; this one is expanded per object, in the
+# directory it is built from ($(obj)), and is empty elsewhere: no
+# profiling there (not "n": a GCOV_PROFILE_file.o := n still wins).
+gcov_dirs="drivers/infiniband/hw/% drivers/net/ethernet/microsoft/mana"
+extra=()
+if [ "$flavour" = coverage ]; then
+	extra=("GCOV_PROFILE=\$(if \$(filter $gcov_dirs,\$(obj)),y)")
+fi
 [ -f "$src/Makefile" ] || { echo "kernel: no tree at $src: run make tree" >&2; exit 1; }
 # One kernel build at a time on a 2-core machine (BUILD_LOCK: the lock file,
 # shared by every checkout on the machine).
@@ -35,7 +50,7 @@ export KBUILD_BUILD_USER=revoke KBUILD_BUILD_HOST=ci
 export LOCALVERSION=
 cc="gcc"
 command -v ccache >/dev/null && cc="ccache gcc"
-mk=(make -s -C "$src" O="$out" CC="$cc" HOSTCC="$cc" -j"$(nproc)")
+mk=(make -s -C "$src" O="$out" CC="$cc" HOSTCC="$cc" -j"$(nproc)" ${extra[@]+"${extra[@]}"})
 
 mkdir -p "$out"
 cat "${frags[@]}" > "$out/fragment.config"
