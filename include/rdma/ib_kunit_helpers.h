@@ -19,6 +19,7 @@ struct ib_umem;
 struct ib_kunit_events;
 struct ib_kunit_revoker;
 struct kunit;
+struct rw_semaphore;
 
 struct device *ib_kunit_dma_device(struct kunit *test, const char *name);
 struct ib_device *ib_kunit_alloc_device(struct kunit *test, size_t size,
@@ -50,6 +51,9 @@ void ib_kunit_watch_revoke(struct kunit *test, struct ib_umem *umem,
 			   struct ib_kunit_revoke_watch *watch);
 struct ib_kunit_revoker *ib_kunit_revoke_behind(struct kunit *test,
 						struct dma_buf *dmabuf);
+struct ib_kunit_revoker *ib_kunit_revoke_blocked_on(struct kunit *test,
+						    struct dma_buf *dmabuf,
+						    struct rw_semaphore *sem);
 int ib_kunit_revoker_wait(struct kunit *test, struct ib_kunit_revoker *r);
 struct ib_kunit_events *ib_kunit_watch_events(struct kunit *test,
 					      struct ib_device *ibdev);

@@ -19,6 +19,7 @@
 #include <linux/fs.h>
 #include <linux/kthread.h>
 #include <linux/module.h>
+#include <linux/rwsem.h>
 #include <linux/sched.h>
 #include <linux/sched/debug.h>
 #include <linux/sched/task.h>
@@ -217,6 +218,7 @@ struct ib_kunit_revoker {
 	struct completion done;
 	int ret;
 	bool started;
+	bool forced;		/* it must be seen waiting for a lock */
 	bool waited;		/* it was seen waiting for the lock */
 	bool pinned;		/* the caller, to the revoker's CPU */
 };
@@ -257,6 +259,30 @@ static void revoker_end(void *data)
 	revoker_unpin(r);
 }
 
+static struct ib_kunit_revoker *revoker_create(struct kunit *test,
+					       struct dma_buf *dmabuf)
+{
+	struct ib_kunit_revoker *r;
+	struct task_struct *t;
+
+	/* No assertion here: the caller may hold locks */
+	r = kunit_kzalloc(test, sizeof(*r), GFP_KERNEL);
+	if (!r || kunit_add_action(test, revoker_end, r)) {
+		KUNIT_FAIL(test, "no memory for the revoke thread");
+		return NULL;
+	}
+	r->test = test;
+	r->dmabuf = dmabuf;
+	init_completion(&r->done);
+	t = kthread_create(revoker_thread, r, "ib_kunit_revoke");
+	if (IS_ERR(t)) {
+		KUNIT_FAIL(test, "no revoke thread: %pe", t);
+		return NULL;
+	}
+	r->task = get_task_struct(t);
+	return r;
+}
+
 /**
  * ib_kunit_revoke_behind() - Start a revoke that waits for the caller's lock
  * @test: the test
@@ -282,33 +308,20 @@ struct ib_kunit_revoker *ib_kunit_revoke_behind(struct kunit *test,
 	unsigned int before = dmabuf_mock_revoke_lock_waits(dmabuf);
 	unsigned long end = jiffies + 10 * HZ;
 	struct ib_kunit_revoker *r;
-	struct task_struct *t;
 	int cpu;
 
-	/* No assertion here: the caller may hold locks */
-	r = kunit_kzalloc(test, sizeof(*r), GFP_KERNEL);
-	if (!r || kunit_add_action(test, revoker_end, r)) {
-		KUNIT_FAIL(test, "no memory for the revoke thread");
+	r = revoker_create(test, dmabuf);
+	if (!r)
 		return NULL;
-	}
-	r->test = test;
-	r->dmabuf = dmabuf;
-	init_completion(&r->done);
-	t = kthread_create(revoker_thread, r, "ib_kunit_revoke");
-	if (IS_ERR(t)) {
-		KUNIT_FAIL(test, "no revoke thread: %pe", t);
-		return NULL;
-	}
-
+	r->forced = true;
 	cpu = raw_smp_processor_id();
 	KUNIT_EXPECT_EQ(test, set_cpus_allowed_ptr(current, cpumask_of(cpu)),
 			0);
 	r->pinned = true;
-	kthread_bind(t, cpu);
-	sched_set_fifo(t);
-	r->task = get_task_struct(t);
+	kthread_bind(r->task, cpu);
+	sched_set_fifo(r->task);
 	r->started = true;
-	wake_up_process(t);
+	wake_up_process(r->task);
 	while (dmabuf_mock_revoke_lock_waits(dmabuf) == before &&
 	       time_before(jiffies, end))
 		usleep_range(100, 200);
@@ -318,7 +331,47 @@ struct ib_kunit_revoker *ib_kunit_revoke_behind(struct kunit *test,
 EXPORT_SYMBOL_GPL(ib_kunit_revoke_behind);
 
 /**
- * ib_kunit_revoker_wait() - Wait for a revoke ib_kunit_revoke_behind() started
+ * ib_kunit_revoke_blocked_on() - Start a revoke that waits for a driver's rwsem
+ * @test: the test
+ * @dmabuf: a dmabuf_mock buffer
+ * @sem: a driver's rw_semaphore, which the caller holds for read, for
+ *	instance from a stub the driver calls under it
+ *
+ * Starts the exporter's revoke, ib_kunit_mock_revoke(), in a kthread that
+ * the test's static stubs follow, and returns once @sem has a waiter (the
+ * revoke's callback, which takes it for write), or after 10 seconds if it
+ * never gets one (the driver's callback does not take it: the revoke then
+ * runs on). That forces the window in which an exporter's revoke meets a
+ * driver operation in flight under @sem.
+ *
+ * It does not assert, so that a stub may call it under the driver's locks.
+ *
+ * Return: the revoker, for ib_kunit_revoker_wait(), which asserts that the
+ * revoke was seen waiting, or NULL if it could not start one (the test has
+ * failed).
+ */
+struct ib_kunit_revoker *ib_kunit_revoke_blocked_on(struct kunit *test,
+						    struct dma_buf *dmabuf,
+						    struct rw_semaphore *sem)
+{
+	unsigned long end = jiffies + 10 * HZ;
+	struct ib_kunit_revoker *r = revoker_create(test, dmabuf);
+
+	if (!r)
+		return NULL;
+	r->forced = true;
+	r->started = true;
+	wake_up_process(r->task);
+	while (!rwsem_is_contended(sem) && time_before(jiffies, end))
+		usleep_range(100, 200);
+	r->waited = rwsem_is_contended(sem);
+	return r;
+}
+EXPORT_SYMBOL_GPL(ib_kunit_revoke_blocked_on);
+
+/**
+ * ib_kunit_revoker_wait() - Wait for a revoke ib_kunit_revoke_behind() or
+ *	ib_kunit_revoke_blocked_on() started
  * @test: the test
  * @r: the revoker
  *
@@ -335,7 +388,7 @@ int ib_kunit_revoker_wait(struct kunit *test, struct ib_kunit_revoker *r)
 		KUNIT_FAIL_AND_ABORT(test, "the revoke did not end");
 	}
 	revoker_unpin(r);
-	KUNIT_ASSERT_TRUE_MSG(test, r->waited,
+	KUNIT_ASSERT_TRUE_MSG(test, !r->forced || r->waited,
 			      "the revoke never waited for the lock");
 	return r->ret;
 }

@@ -52,7 +52,6 @@ struct efa_fw {
 	 */
 	struct dma_buf *revoke_in_reg;
 	struct efa_pd *reg_pd;
-	bool revoke_waited_for_reg;
 	unsigned int stops;		/* efa_pci_stop_dma() calls */
 	bool mapped_at_stop;		/* the MR's memory, at the last stop */
 	struct ib_kunit_events *events;
@@ -81,19 +80,11 @@ static int fake_cmd_exec(struct efa_com_admin_queue *aq, u8 opcode, u8 flags,
 		if (fw->reg_err)
 			return fw->reg_err;
 		if (fw->revoke_in_reg) {
-			unsigned int before = fw->dereg_mrs;
-			unsigned long end = jiffies + 10 * HZ;
-
-			fw->revoker = ib_kunit_revoke_start(test,
-							    fw->revoke_in_reg);
+			/* Returns when the revoke waits for the PD's rwsem */
+			fw->revoker = ib_kunit_revoke_blocked_on(test,
+						fw->revoke_in_reg,
+						&fw->reg_pd->revoke_rwsem);
 			fw->revoke_in_reg = NULL;
-			/* Until it waits, or sends its DEREG_MR regardless */
-			while (!rwsem_is_contended(&fw->reg_pd->revoke_rwsem) &&
-			       fw->dereg_mrs == before &&
-			       time_before(jiffies, end))
-				usleep_range(100, 200);
-			fw->revoke_waited_for_reg =
-				rwsem_is_contended(&fw->reg_pd->revoke_rwsem);
 		}
 		/* As an allocator may: the key freed last goes out first */
 		if (fw->nr_free)
@@ -578,11 +569,10 @@ static void test_revoke_waits_for_reg(struct kunit *test)
 	fw->reg_pd = efa_pd_of(pd);
 	fw->revoke_in_reg = a_buf;
 	b = reg_dmabuf_mr(test, pd, ib_kunit_mock_fd(test, MR_BYTES, 0, &b_buf));
-	KUNIT_EXPECT_EQ(test, ib_kunit_revoker_wait(test, fw->revoker), 0);
-	KUNIT_EXPECT_TRUE_MSG(test, fw->revoke_waited_for_reg,
-			      "the revoke did not wait for the REG_MR");
 	KUNIT_EXPECT_NE(test, b->ibmr.lkey, fw->stale_key);
 	KUNIT_EXPECT_EQ(test, fw->stale_regs, 0);
+	/* It waited for the REG_MR, the window was reached */
+	KUNIT_EXPECT_EQ(test, ib_kunit_revoker_wait(test, fw->revoker), 0);
 	KUNIT_EXPECT_EQ(test, fw->dereg_mrs, 1);
 	KUNIT_EXPECT_EQ(test, fw->dereg_key[0], fw->stale_key);
 	KUNIT_EXPECT_EQ(test, fw->stops, 0);

@@ -40,7 +40,6 @@ struct mana_fw {
 	 */
 	struct dma_buf *revoke_in_create;
 	struct mana_ib_pd *reg_pd;
-	bool revoke_waited_for_create;
 	/* Keys DESTROY_MR freed, handed out again last-freed first */
 	u32 free_keys[8];
 	unsigned int nr_free;
@@ -99,19 +98,11 @@ static int fake_send_request(struct gdma_context *gc, u32 req_len,
 		if (fw->create_mr_err)
 			return fw->create_mr_err;
 		if (fw->revoke_in_create) {
-			unsigned int before = fw->destroy_mrs;
-			unsigned long end = jiffies + 10 * HZ;
-
-			fw->revoker = ib_kunit_revoke_start(test,
-							    fw->revoke_in_create);
+			/* Returns when the revoke waits for the PD's rwsem */
+			fw->revoker = ib_kunit_revoke_blocked_on(test,
+						fw->revoke_in_create,
+						&fw->reg_pd->revoke_rwsem);
 			fw->revoke_in_create = NULL;
-			/* Until it waits, or sends its DESTROY_MR regardless */
-			while (!rwsem_is_contended(&fw->reg_pd->revoke_rwsem) &&
-			       fw->destroy_mrs == before &&
-			       time_before(jiffies, end))
-				usleep_range(100, 200);
-			fw->revoke_waited_for_create =
-				rwsem_is_contended(&fw->reg_pd->revoke_rwsem);
 		}
 		/* As an allocator may: the key freed last goes out first */
 		if (fw->nr_free)
@@ -583,11 +574,10 @@ static void test_revoke_waits_for_create(struct kunit *test)
 	fw->reg_pd = mana_pd_of(pd);
 	fw->revoke_in_create = a_buf;
 	b = reg_dmabuf_mr(test, pd, ib_kunit_mock_fd(test, MR_BYTES, 0, &b_buf));
-	KUNIT_EXPECT_EQ(test, ib_kunit_revoker_wait(test, fw->revoker), 0);
-	KUNIT_EXPECT_TRUE_MSG(test, fw->revoke_waited_for_create,
-			      "the revoke did not wait for the CREATE_MR");
 	KUNIT_EXPECT_NE(test, b->ibmr.lkey, fw->stale_key);
 	KUNIT_EXPECT_EQ(test, fw->stale_creates, 0);
+	/* It waited for the CREATE_MR, the window was reached */
+	KUNIT_EXPECT_EQ(test, ib_kunit_revoker_wait(test, fw->revoker), 0);
 	KUNIT_EXPECT_EQ(test, fw->destroy_mrs, 1);
 	KUNIT_EXPECT_EQ(test, fw->destroyed[0], a->mr_handle);
 	KUNIT_EXPECT_EQ(test, fw->stops, 0);
