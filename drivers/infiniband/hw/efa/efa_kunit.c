@@ -80,11 +80,13 @@ static int fake_cmd_exec(struct efa_com_admin_queue *aq, u8 opcode, u8 flags,
 		if (fw->reg_err)
 			return fw->reg_err;
 		if (fw->revoke_in_reg) {
-			/* Returns when the revoke waits for the PD's rwsem */
-			fw->revoker = ib_kunit_revoke_blocked_on(test,
-						fw->revoke_in_reg,
-						&fw->reg_pd->revoke_rwsem);
+			struct rw_semaphore *sem = &fw->reg_pd->revoke_rwsem;
+			struct dma_buf *buf = fw->revoke_in_reg;
+
 			fw->revoke_in_reg = NULL;
+			/* Returns when the revoke waits for the PD's rwsem */
+			fw->revoker =
+				ib_kunit_revoke_blocked_on(test, buf, sem);
 		}
 		/* As an allocator may: the key freed last goes out first */
 		if (fw->nr_free)

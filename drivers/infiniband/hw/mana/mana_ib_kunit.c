@@ -98,11 +98,13 @@ static int fake_send_request(struct gdma_context *gc, u32 req_len,
 		if (fw->create_mr_err)
 			return fw->create_mr_err;
 		if (fw->revoke_in_create) {
-			/* Returns when the revoke waits for the PD's rwsem */
-			fw->revoker = ib_kunit_revoke_blocked_on(test,
-						fw->revoke_in_create,
-						&fw->reg_pd->revoke_rwsem);
+			struct rw_semaphore *sem = &fw->reg_pd->revoke_rwsem;
+			struct dma_buf *buf = fw->revoke_in_create;
+
 			fw->revoke_in_create = NULL;
+			/* Returns when the revoke waits for the PD's rwsem */
+			fw->revoker =
+				ib_kunit_revoke_blocked_on(test, buf, sem);
 		}
 		/* As an allocator may: the key freed last goes out first */
 		if (fw->nr_free)
