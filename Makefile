@@ -63,11 +63,13 @@ kernel-debug: tree
 	scripts/kernel.sh debug
 
 ## kselftest     install the selftests ($KSELFTEST_TARGETS) in build/kselftest
-##               (against the tree's uapi headers: KHDR_INCLUDES)
+##               (against the tree's uapi headers: KHDR_INCLUDES); fails if
+##               any target fails to build (FORCE_TARGETS: without it the
+##               selftests Makefile succeeds when one target builds)
 kselftest: tree
 	rm -rf $(B)/kselftest $(B)/kselftest-build
 	$(MAKE) -s -C $(B)/linux O=$(B)/kselftest-build headers >/dev/null
-	$(MAKE) -s -C $(B)/linux/tools/testing/selftests \
+	$(MAKE) -s -C $(B)/linux/tools/testing/selftests FORCE_TARGETS=1 \
 		TARGETS="$(KSELFTEST_TARGETS)" O=$(B)/kselftest-build \
 		INSTALL_PATH=$(B)/kselftest install >/dev/null
 
