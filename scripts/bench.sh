@@ -41,9 +41,10 @@ pairs=${BENCH_PAIRS:-31}
 # guest ENV... : one guest run of scripts/vm/bench.sh with these settings;
 # the files it prints stay in $log.
 guest() {
-	local rc=0
+	local rc
 	"$top/scripts/vm.sh" -k "$kind" -n bench -t 5400 -- env "$@" \
-		"$top/scripts/vm/bench.sh" | grep -v '^@@' || rc=${PIPESTATUS[0]}
+		"$top/scripts/vm/bench.sh" | grep -v '^@@'
+	rc=${PIPESTATUS[0]}
 	return "$rc"
 }
 # pick NAME FILE: the guest's file NAME out of the last run's output.

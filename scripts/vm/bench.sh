@@ -39,6 +39,35 @@ rxe_pair_up
 } > "$out/guest.txt"
 
 bench=$top/build/userspace/revoke_bench
+t=/sys/kernel/tracing
+# ftrace_on: function_graph on BENCH_FTRACE, not yet recording. Switching
+# the tracer on rewrites the entry of every kernel function (int3, then
+# the call); under multi-threaded TCG another vCPU once ran a function
+# whose first byte was already the new call's while it trapped on the old
+# int3 (oops at psi_group_change+0x1, 2026-12-04), so the other CPUs are
+# offline while the text changes.
+ftrace_on() {
+	local c
+	[ -e $t/trace ] || mount -t tracefs tracefs $t
+	echo 0 > $t/tracing_on
+	echo "$BENCH_FTRACE" > $t/set_graph_function
+	echo "${BENCH_FTRACE_DEPTH:-3}" > $t/max_graph_depth
+	echo 65536 > $t/buffer_size_kb
+	for c in /sys/devices/system/cpu/cpu[1-9]*/online; do
+		[ -e "$c" ] && echo 0 > "$c"
+	done
+	echo "bench: function_graph switched on with $(nproc) of $cpus CPU(s) online" >&2
+	echo function_graph > $t/current_tracer
+	for c in /sys/devices/system/cpu/cpu[1-9]*/online; do
+		[ -e "$c" ] && echo 1 > "$c"
+	done
+	[ "$(nproc)" = "$cpus" ] ||
+		{ echo "bench: $(nproc) of $cpus CPUs back online" >&2; exit 1; }
+}
+cpus=$(nproc)
+if [ -n "${BENCH_PROFILE:-}" ] && [ -n "${BENCH_FTRACE:-}" ]; then
+	ftrace_on
+fi
 pin=0
 if [ "${BENCH_PIN:-0}" = 1 ]; then
 	[ "$(nproc)" -ge 2 ] || { echo "bench: BENCH_PIN=1 needs 2 CPUs" >&2; exit 1; }
@@ -47,13 +76,6 @@ if [ "${BENCH_PIN:-0}" = 1 ]; then
 fi
 # shellcheck disable=SC2086 # BENCH_ARGS is a list of options
 if [ -n "${BENCH_PROFILE:-}" ] && [ -n "${BENCH_FTRACE:-}" ]; then
-	t=/sys/kernel/tracing
-	[ -e $t/trace ] || mount -t tracefs tracefs $t
-	echo 0 > $t/tracing_on
-	echo function_graph > $t/current_tracer
-	echo "$BENCH_FTRACE" > $t/set_graph_function
-	echo "${BENCH_FTRACE_DEPTH:-3}" > $t/max_graph_depth
-	echo 65536 > $t/buffer_size_kb
 	echo 1 > $t/tracing_on
 	"$bench" --sections "$BENCH_PROFILE" --pairs "${BENCH_PAIRS:-3}" \
 		--pin "$pin" --trace-marker 1 ${BENCH_ARGS:-} \
