@@ -12,7 +12,9 @@
  * in internal error. The UMR that loads the KSM translation, CREATE_MKEY (the
  * crossing mkey) and DESTROY_MKEY are stubs too, and so is the PCI half of
  * the last resort, mlx5_data_direct_pci_stop(): its stub records whether the
- * memory of the case's MR was still mapped when it ran.
+ * memory of the case's MR was still mapped when it ran. A case may have the
+ * first revoke UMR start an exporter's revoke that waits for the reservation
+ * lock the UMR is posted under (ib_kunit_revoke_behind()).
  *
  * The device's mkey pool is the core's FRMR pools, whose create and destroy
  * operations the test provides; its capabilities are zero but crossing mkeys.
@@ -50,6 +52,9 @@ struct mlx5_fw {
 	struct mlx5_data_direct_dev *dd;
 	unsigned int umrs;		/* revoke UMRs posted */
 	bool mapped_at_umr;		/* the memory, at the first one */
+	unsigned int destroys_at_umr;	/* DESTROY_MKEYs before it */
+	struct dma_buf *race_revoke;	/* its buffer: revoke it behind */
+	struct ib_kunit_revoker *revoker;
 	u32 umr_key[FW_UMRS];
 	int umr_err;			/* the result of a failing UMR */
 	unsigned int umr_fails;		/* if not 0: only so many fail */
@@ -82,9 +87,18 @@ static int fake_umr_revoke_mr(struct mlx5_ib_mr *mr)
 	/* As mlx5r_umr_revoke_mr(): no UMR on a device in internal error */
 	if (dev->mdev->state == MLX5_DEVICE_STATE_INTERNAL_ERROR)
 		return 0;
-	if (!fw->umrs)
+	if (!fw->umrs) {
 		fw->mapped_at_umr = mr->umem &&
 				    to_ib_umem_dmabuf(mr->umem)->sgt;
+		fw->destroys_at_umr = fw->destroys;
+	}
+	/* Once: the UMR holds the buffer's lock, the revoke waits for it */
+	if (fw->race_revoke) {
+		struct dma_buf *dmabuf = fw->race_revoke;
+
+		fw->race_revoke = NULL;
+		fw->revoker = ib_kunit_revoke_behind(test, dmabuf);
+	}
 	if (fw->umrs < FW_UMRS)
 		fw->umr_key[fw->umrs] = mr->mmkey.key;
 	fw->umrs++;
@@ -618,9 +632,13 @@ static u32 pool_next(struct kunit *test)
  * Dereg of a data-direct MR nobody revoked: one revoke UMR for the crossed
  * mkey, before anything is destroyed; DESTROY_MKEY of the user's crossing
  * mkey only; the crossed mkey goes back to the pool without a second UMR,
- * off the device's list, and the memory is released.
+ * off the device's list, and the memory is released. With @race, an
+ * exporter's revoke waits for the reservation lock while dereg's UMR is out
+ * (forced: it starts from the UMR) and takes the lock as soon as the fence
+ * drops it: it finds the crossed mkey fenced, and dereg ran the callback
+ * itself.
  */
-static void test_dereg_pair(struct kunit *test)
+static void dereg_pair(struct kunit *test, bool race)
 {
 	struct mlx5_fw *fw = test->priv;
 	struct mlx5_ib_mr *crossing;
@@ -631,12 +649,21 @@ static void test_dereg_pair(struct kunit *test)
 						     &dmabuf));
 	crossed_key = crossing->dd_crossed_mr->mmkey.key;
 	KUNIT_EXPECT_EQ(test, fw->pool_creates, 1);
+	ib_kunit_watch_revoke(test, crossing->dd_crossed_mr->umem, &fw->watch);
 	fw->mr = NULL;
+	if (race)
+		fw->race_revoke = dmabuf;
 
 	KUNIT_EXPECT_EQ(test, mlx5_ib_dereg_mr(&crossing->ibmr, NULL), 0);
+	if (race)
+		KUNIT_EXPECT_EQ(test, ib_kunit_revoker_wait(test, fw->revoker),
+				0);
+	KUNIT_EXPECT_EQ(test, fw->watch.calls, 1);
+	KUNIT_EXPECT_EQ(test, fw->watch.calls_elsewhere, 0);
 	KUNIT_EXPECT_EQ(test, fw->umrs, 1);
 	KUNIT_EXPECT_EQ(test, fw->umr_key[0], crossed_key);
 	KUNIT_EXPECT_TRUE(test, fw->mapped_at_umr);
+	KUNIT_EXPECT_EQ(test, fw->destroys_at_umr, 0);
 	KUNIT_EXPECT_EQ(test, fw->destroys, 1);
 	KUNIT_EXPECT_EQ(test, fw->destroy_key[0], CROSSING_KEY);
 	KUNIT_EXPECT_EQ(test, fw->stops, 0);
@@ -649,6 +676,16 @@ static void test_dereg_pair(struct kunit *test)
 	/* Nothing stays armed */
 	KUNIT_ASSERT_EQ(test, ib_kunit_mock_revoke(dmabuf), 0);
 	KUNIT_EXPECT_EQ(test, fw->umrs, 1);
+}
+
+static void test_dereg_pair(struct kunit *test)
+{
+	dereg_pair(test, false);
+}
+
+static void test_dereg_races_revoke(struct kunit *test)
+{
+	dereg_pair(test, true);
 }
 
 /*
@@ -848,6 +885,7 @@ static struct kunit_case mlx5_dd_dmabuf_mr_cases[] = {
 	KUNIT_CASE(test_internal_error_during_fence),
 	KUNIT_CASE(test_unbind_revokes_each),
 	KUNIT_CASE(test_dereg_pair),
+	KUNIT_CASE(test_dereg_races_revoke),
 	KUNIT_CASE(test_revoke_then_dereg_pair),
 	KUNIT_CASE(test_dereg_after_failed_fence),
 	KUNIT_CASE(test_dereg_destroy_fails),
