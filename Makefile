@@ -36,9 +36,11 @@ $(B)/.unpacked: scripts/fetch.sh scripts/unpack.sh
 tree: $(B)/.unpacked
 	python3 scripts/series.py tree $(if $(FORCE),--force)
 
-## export        write build/linux's commits back to patches/ + new files
+## export        write build/linux's commits back to patches/ + new files,
+##               and mail/: each mail series as `git am` takes it
 export:
 	python3 scripts/series.py export
+	python3 scripts/takeable.py write
 
 ## series        build/series/<name>/: the mail series of patches/mail-series
 ##               with b4 (cover letter + patches, To/Cc from get_maintainer),

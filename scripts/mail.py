@@ -246,8 +246,34 @@ def invented(addr):
     return False
 
 
+def assisted_by(repo, test):
+    """The sender's Assisted-by: value, or None when the sender says no AI
+    tool contributed. Documentation/process/coding-assistants.rst asks for
+    the trailer (and lets no AI add a Signed-off-by); only the sender can
+    decide it, so mails are refused until the sender has."""
+    if test:
+        value = os.environ.get("MAIL_TEST_ASSISTED_BY", "").strip()
+    else:
+        value = run(["git", "-C", repo, "config", "revoke.assistedBy"],
+                    check=False).stdout.strip()
+    if not value:
+        die("the sender has not decided the Assisted-by: trailer "
+            "(Documentation/process/coding-assistants.rst, "
+            "generated-content.rst): git config revoke.assistedBy "
+            "'LLM [TOOL...]' (for example 'LLM sparse coccinelle'), or "
+            "'none' if no AI tool contributed to what you send; README, "
+            "\"How to send\"")
+    if value == "none":
+        return None
+    if not re.fullmatch(r"[\w.:/+-]+(?: [\w.:/+-]+)*", value) or \
+            value.lower().startswith(("signed-off-by", "assisted-by")):
+        die(f"revoke.assistedBy {value!r}: want the trailer's value, "
+            "'LLM [TOOL1] [TOOL2]', or 'none'")
+    return value
+
+
 def sender_identity(repo):
-    """(name, email, test) of whoever makes the mails."""
+    """(name, email, test, assisted-by) of whoever makes the mails."""
     test = os.environ.get("MAIL_TEST_IDENTITY")
     if test:
         name, addr = email.utils.parseaddr(test)
@@ -255,7 +281,7 @@ def sender_identity(repo):
             die("MAIL_TEST_IDENTITY must be 'Name <address>' with an "
                 "address that can never be mailed (under example.org); "
                 f"got {test!r}")
-        return name, addr, True
+        return name, addr, True, assisted_by(repo, True)
     name = run(["git", "-C", repo, "config", "user.name"],
                check=False).stdout.strip()
     addr = run(["git", "-C", repo, "config", "user.email"],
@@ -268,7 +294,7 @@ def sender_identity(repo):
         die(f"the sender identity {name} <{addr}> is not a mailable "
             "address (example domain, localhost, no-reply, ...): set yours "
             "with git config user.name and user.email")
-    return name, addr, False
+    return name, addr, False, assisted_by(repo, False)
 
 
 def rewrite_message(msg, ident):
@@ -291,6 +317,11 @@ def rewrite_message(msg, ident):
         out.append(line)
     if not signed:
         out.append(f"Signed-off-by: {me}")
+    # The sender's Assisted-by: right before the sender's Signed-off-by
+    assisted = ident[3] if len(ident) > 3 else None
+    if assisted:
+        out.insert(out.index(f"Signed-off-by: {me}"),
+                   f"Assisted-by: {assisted}")
     return "\n".join(out) + "\n"
 
 
@@ -561,7 +592,8 @@ def cmd_write(a):
                      "mails": sorted(os.listdir(out))})
     with open(os.path.join(a.out, "series.json"), "w") as f:
         json.dump({"sender": f"{ident[0]} <{ident[1]}>",
-                   "test-identity": ident[2], "base": work.base,
+                   "test-identity": ident[2], "assisted-by": ident[3],
+                   "base": work.base,
                    "series": sent}, f, indent=1)
         f.write("\n")
     scan(a.out, ident)

@@ -9,10 +9,12 @@
 # build/linux. Prints TAP. Nothing is sent (README, "How to send").
 #
 # The mails carry the sender's identity (git config user.name/user.email);
-# make series refuses an unset or invented one. The test step of
-# `make test` sets MAIL_TEST_IDENTITY (an example.org address that can
-# never be mailed), writes to build/test-mail/series and adds the negative
-# controls (MAIL_NEGATIVE=1).
+# make series refuses an unset or invented one, and a sender who has not
+# decided the Assisted-by: trailer (git config revoke.assistedBy: the
+# value, or none). The test step of `make test` sets MAIL_TEST_IDENTITY (an
+# example.org address that can never be mailed) and MAIL_TEST_ASSISTED_BY,
+# writes to build/test-mail/series and adds the negative controls
+# (MAIL_NEGATIVE=1).
 #
 # usage: scripts/series-check.sh [OUT]
 set -eu

@@ -174,6 +174,9 @@ def check_series(s, out, ident, base, tree, defs_by_name):
         orig = trailers(git(tree, "log", "-1", "--format=%B", c))
         want_t = [t for t in orig if not t.lower().startswith(
             "signed-off-by:")]
+        # The sender's decision (mail.py assisted_by()), on every patch
+        if ident[3]:
+            want_t.append(f"Assisted-by: {ident[3]}")
         have_t = [t for t in got if not t.lower().startswith(
             "signed-off-by:")]
         if have_t != want_t:
@@ -415,7 +418,8 @@ def main():
     with open(os.path.join(a.out, "series.json")) as f:
         made = json.load(f)
     ident = email.utils.parseaddr(made["sender"])
-    ident = (ident[0], ident[1], made["test-identity"])
+    ident = (ident[0], ident[1], made["test-identity"],
+             made.get("assisted-by"))
     base = git(a.tree, "rev-parse", f"{mail.BASE_TAG}^{{commit}}").strip()
     stack = mail.read_stack(a.tree)
     idx = {c: i for i, (c, _) in enumerate(stack)}
@@ -626,8 +630,16 @@ def negative(a, defs, by, ident, base, stack, idx, am):
               "user.email": "sender@users.noreply.github.com"},
              None, "not a mailable address"),
             ("a test identity that could be mailed", {},
-             "A Sender <sender@kernel.org>", "can never be mailed")]:
+             "A Sender <sender@kernel.org>", "can never be mailed"),
+            ("a sender who has not decided the Assisted-by: trailer",
+             {"user.name": "A Sender", "user.email": "sender@kernel.org"},
+             None, "has not decided the Assisted-by: trailer"),
+            ("an Assisted-by: value that is a whole trailer",
+             {"user.name": "A Sender", "user.email": "sender@kernel.org",
+              "revoke.assistedBy": "Assisted-by: LLM"},
+             None, "want the trailer's value")]:
         env = dict(base_env)
+        env.pop("MAIL_TEST_ASSISTED_BY", None)
         env["GIT_CONFIG_COUNT"] = str(len(cfg))
         for i, (k, v) in enumerate(cfg.items()):
             env[f"GIT_CONFIG_KEY_{i}"], env[f"GIT_CONFIG_VALUE_{i}"] = k, v

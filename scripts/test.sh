@@ -194,9 +194,13 @@ run_step() {
 	series)
 		log "host: series round trip; the mail series (b4), read back"
 		tapstep series-roundtrip "scripts/test-series.sh" "$top/scripts/test-series.sh"
+		# mail/: fresh, and git am of each series onto the base.
+		tapstep takeable "scripts/takeable.py check" \
+			python3 "$top/scripts/takeable.py" check
 		# The mail series with a test identity that can never be mailed.
 		tapstep series-check "scripts/series-check.sh" \
 			env MAIL_TEST_IDENTITY='Mail Test <mail-test@example.org>' \
+			MAIL_TEST_ASSISTED_BY='LLM sparse' \
 			MAIL_NEGATIVE=1 "$top/scripts/series-check.sh" \
 			"$top/build/test-mail/series"
 		# The base: no file of the series excluded or patched by Debian.
