@@ -637,7 +637,7 @@ class DmaBufMRTest(unittest.TestCase):
                   "docs.sh", "rdma-core.sh", "rdma-core-pr.sh", "iproute2.sh",
                   "bench-smoke.sh", "deps.sh"):
             write(os.path.join(sd, f), "#!/bin/bash\n" + passing)
-        for f in ("test-results.py", "test-bench-report.py"):
+        for f in ("test-results.py", "test-bench-report.py", "takeable.py"):
             write(os.path.join(sd, f), "import os\nos.system(%r)\n" % passing)
         write(os.path.join(sd, "vm", "run-tests.sh"),
               'cd "$KSELFTEST_DIR" && ./run_kselftest.sh -o 300 "${args[@]}"\n')
