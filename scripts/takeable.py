@@ -27,9 +27,7 @@ Prints TAP for check.
 import argparse
 import filecmp
 import os
-import re
 import shutil
-import subprocess
 import sys
 import tempfile
 
@@ -37,21 +35,15 @@ TOP = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(TOP, "scripts"))
 import mail  # noqa: E402  (patches/mail-series parser)
 
-BASE_TAG = "v7.3-base"
+# git am in the scratch worktree needs a committer, whatever the machine's
+# git configuration says
+COMMITTER = dict(os.environ, GIT_COMMITTER_NAME="takeable",
+                 GIT_COMMITTER_EMAIL="takeable@localhost",
+                 GIT_COMMITTER_DATE="2026-01-01T00:00:00Z")
 
 
-def git(tree, *args, check=True, env=None):
-    e = dict(os.environ)
-    e.update({"GIT_COMMITTER_NAME": "takeable",
-              "GIT_COMMITTER_EMAIL": "takeable@localhost",
-              "GIT_COMMITTER_DATE": "2026-01-01T00:00:00Z"})
-    if env:
-        e.update(env)
-    r = subprocess.run(["git", "-C", tree, *args], stdout=subprocess.PIPE,
-                       stderr=subprocess.PIPE, text=True, env=e)
-    if check and r.returncode:
-        sys.exit(f"takeable: git {' '.join(args)}: {r.stderr.strip()}")
-    return r
+def git(tree, *args, check=True):
+    return mail.run(["git", "-C", tree, *args], env=COMMITTER, check=check)
 
 
 def plan(tree, defs):
@@ -67,25 +59,21 @@ def plan(tree, defs):
     return mail.order(series), stack
 
 
-def cover(s, names, subjects):
-    with open(os.path.join(TOP, s.cover)) as f:
-        text = f.read().strip("\n")
-    subj, _, body = text.partition("\n")
-    body = re.sub(r"(?m)^#.*\n?", "", body).strip("\n")
-    prefix = " ".join(["PATCH"] + s.prefix)
+def cover(s, names, stack):
+    """mail.py's cover text (subject, body, what it applies on top of,
+    To/Cc), with the subject prefix and the mail/ directories to apply
+    first."""
+    subjects = dict(stack)
+    subj, _, body = mail.cover_text(s, names, None, stack).partition("\n")
     n = len(s.commits)
-    head = f"[{prefix} 0/{n}] {subj}" if n > 1 else f"[{prefix}] {subj}"
-    lines = [head, "", body, ""]
+    pfx = f"{prefix(s)} 0/{n}" if n > 1 else prefix(s)
+    lines = [f"[{pfx}] {subj}", body.rstrip("\n"), ""]
     deps = sorted(mail.closure(s, names), key=lambda x: names[x].dir)
     if deps:
         lines.append("Applies on v7.3.4 after (git am, in this order):")
-        for d in deps:
-            lines.append(f"  mail/{names[d].dir}/")
+        lines += [f"  mail/{names[d].dir}/" for d in deps]
     else:
         lines.append("Applies on v7.3.4 alone.")
-    if s.to or s.cc:
-        lines.append("")
-        lines += [f"To: {t}" for t in s.to] + [f"Cc: {c}" for c in s.cc]
     lines.append("")
     lines.append("Patches:")
     for c in s.commits:
@@ -93,9 +81,12 @@ def cover(s, names, subjects):
     return "\n".join(lines) + "\n"
 
 
+def prefix(s):
+    return " ".join(["PATCH"] + s.prefix)
+
+
 def write(out, tree, defs):
     order, stack = plan(tree, defs)
-    subjects = dict(stack)
     names = {s.name: s for s in order}
     for i, s in enumerate(order, 1):
         s.dir = f"{i:02d}-{s.name}"
@@ -118,17 +109,16 @@ def write(out, tree, defs):
         d = os.path.join(out, s.dir)
         os.makedirs(d)
         first, last = s.commits[0], s.commits[-1]
-        prefix = " ".join(["PATCH"] + s.prefix)
         args = ["format-patch", "-q", "--zero-commit", "--no-signature",
-                "--full-index", "--subject-prefix", prefix, "-o", d]
+                "--full-index", "--subject-prefix", prefix(s), "-o", d]
         if len(s.commits) == 1:
             args.append("-N")
         git(tree, *args, f"{first}^..{last}")
         with open(os.path.join(d, "cover.txt"), "w") as f:
-            f.write(cover(s, names, subjects))
+            f.write(cover(s, names, stack))
         deps = " ".join(sorted(names[x].dir[:2]
                                for x in mail.closure(s, names)))
-        readme.append(f"| {s.dir[:2]} | {s.name} | `[{prefix}]` | "
+        readme.append(f"| {s.dir[:2]} | {s.name} | `[{prefix(s)}]` | "
                       f"{len(s.commits)} | {deps or '-'} | "
                       f"`git am mail/{s.dir}/*.patch` |")
     readme += [
@@ -181,7 +171,7 @@ def check(tree, defs, repo_out):
         # git am of the repository's files (not the fresh ones) onto the
         # base, in a scratch worktree of the base commit.
         wt = os.path.join(tmp, "wt")
-        git(tree, "worktree", "add", "-q", "--detach", wt, BASE_TAG)
+        git(tree, "worktree", "add", "-q", "--detach", wt, mail.BASE_TAG)
         try:
             src = repo_out if os.path.isdir(repo_out) else fresh
             for s in order:
