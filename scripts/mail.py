@@ -318,10 +318,9 @@ def rewrite_message(msg, ident):
     if not signed:
         out.append(f"Signed-off-by: {me}")
     # The sender's Assisted-by: right before the sender's Signed-off-by
-    assisted = ident[3] if len(ident) > 3 else None
-    if assisted:
+    if ident[3]:
         out.insert(out.index(f"Signed-off-by: {me}"),
-                   f"Assisted-by: {assisted}")
+                   f"Assisted-by: {ident[3]}")
     return "\n".join(out) + "\n"
 
 
@@ -481,7 +480,8 @@ def cmd_check(a, ident=None):
         die(f"{a.defs}: {len(errors)} problem(s) with the split of "
             f"{len(stack)} commits")
     names = {s.name: s for s in series}
-    work = Work(a.repo, a.tree, ident or ("Check", "check@example.org"))
+    work = Work(a.repo, a.tree,
+                ident or ("Check", "check@example.org", True, None))
     for s in order(series):
         tip, deps = base_of(s, names, stack, work)
         for c in s.commits:
