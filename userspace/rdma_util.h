@@ -69,6 +69,7 @@ public:
 	{
 		dmabuf_mock_create c{};
 
+		c.size = sizeof(c);
 		c.length = length;
 		c.flags = flags;
 		if (ioctl(dev_, DMABUF_MOCK_CREATE, &c))
@@ -85,6 +86,7 @@ public:
 	{
 		dmabuf_mock_rw r{};
 
+		r.size = sizeof(r);
 		r.flags = write ? DMABUF_MOCK_RW_WRITE : 0;
 		r.fd = fd_;
 		r.offset = off;
@@ -97,6 +99,7 @@ public:
 	{
 		dmabuf_mock_query q{};
 
+		q.size = sizeof(q);
 		q.fd = fd_;
 		if (ioctl(dev_, DMABUF_MOCK_QUERY, &q))
 			fail("DMABUF_MOCK_QUERY", errno);
@@ -106,6 +109,7 @@ public:
 	{
 		dmabuf_mock_revoke r{};
 
+		r.size = sizeof(r);
 		r.fd = fd_;
 		r.flags = flags;
 		r.timeout_ms = 10000;
@@ -117,6 +121,7 @@ public:
 	{
 		dmabuf_mock_restore r{};
 
+		r.size = sizeof(r);
 		r.fd = fd_;
 		if (ioctl(dev_, DMABUF_MOCK_RESTORE, &r))
 			fail("DMABUF_MOCK_RESTORE", errno);
@@ -125,6 +130,7 @@ public:
 	{
 		dmabuf_mock_stats s{};
 
+		s.size = sizeof(s);
 		if (ioctl(dev_, DMABUF_MOCK_STATS, &s))
 			fail("DMABUF_MOCK_STATS", errno);
 		return s;

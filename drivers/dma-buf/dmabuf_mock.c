@@ -830,7 +830,7 @@ EXPORT_SYMBOL_NS_GPL(dmabuf_mock_restore, "DMABUF_MOCK");
 /**
  * dmabuf_mock_query - state and counters of a buffer
  * @dmabuf: a buffer from dmabuf_mock_create()
- * @q: filled in (all but @q->flags and @q->fd)
+ * @q: filled in (all but @q->size, @q->flags and @q->fd)
  *
  * Return: 0, or -EINVAL for a buffer that is not the mock's.
  */
@@ -902,7 +902,7 @@ EXPORT_SYMBOL_NS_GPL(dmabuf_mock_access, "DMABUF_MOCK");
 
 /**
  * dmabuf_mock_stats - buffers and pages alive in the whole module
- * @s: filled in (all but @s->flags and @s->__reserved)
+ * @s: filled in (all but @s->size and @s->flags)
  */
 void dmabuf_mock_stats(struct dmabuf_mock_stats *s)
 {
@@ -925,14 +925,55 @@ static struct dma_buf *dmabuf_mock_get(int fd)
 	return dmabuf;
 }
 
+/*
+ * Copy in a command that starts with its size (dmabuf_mock.h): at least
+ * @min bytes, what the caller left out zeroed, what it passed beyond
+ * @ksize refused unless zero.
+ */
+static int dmabuf_mock_copy_cmd(void *cmd, size_t ksize, size_t min,
+				const void __user *uarg)
+{
+	u32 usize;
+	int ret;
+
+	if (get_user(usize, (const u32 __user *)uarg))
+		return -EFAULT;
+	if (usize < min)
+		return -EINVAL;
+	return copy_struct_from_user(cmd, ksize, uarg, usize);
+}
+
+/* Write a command back, no more of it than the caller passed. */
+static int dmabuf_mock_copy_out(void __user *uarg, const void *cmd,
+				size_t ksize)
+{
+	u32 usize = *(const u32 *)cmd;
+
+	if (copy_to_user(uarg, cmd, min_t(size_t, usize, ksize)))
+		return -EFAULT;
+	return 0;
+}
+
+/* Each command's struct as it was when the command was added. */
+#define DMABUF_MOCK_MIN_CREATE offsetofend(struct dmabuf_mock_create, __reserved)
+#define DMABUF_MOCK_MIN_REVOKE offsetofend(struct dmabuf_mock_revoke, holder)
+#define DMABUF_MOCK_MIN_RESTORE offsetofend(struct dmabuf_mock_restore, __reserved)
+#define DMABUF_MOCK_MIN_QUERY offsetofend(struct dmabuf_mock_query, cpu_ends)
+#define DMABUF_MOCK_MIN_RW offsetofend(struct dmabuf_mock_rw, uptr)
+#define DMABUF_MOCK_MIN_STATS offsetofend(struct dmabuf_mock_stats, pages)
+
 static int dmabuf_mock_ioctl_create(void __user *uarg)
 {
 	struct dmabuf_mock_create cmd;
 	struct dma_buf *dmabuf;
-	int fd;
+	int fd, ret;
 
-	if (copy_from_user(&cmd, uarg, sizeof(cmd)))
-		return -EFAULT;
+	ret = dmabuf_mock_copy_cmd(&cmd, sizeof(cmd), DMABUF_MOCK_MIN_CREATE,
+				   uarg);
+	if (ret)
+		return ret;
+	if (cmd.__reserved)
+		return -EINVAL;
 	dmabuf = dmabuf_mock_create(cmd.length, cmd.flags);
 	if (IS_ERR(dmabuf))
 		return PTR_ERR(dmabuf);
@@ -942,10 +983,11 @@ static int dmabuf_mock_ioctl_create(void __user *uarg)
 		return fd;
 	}
 	cmd.fd = fd;
-	if (copy_to_user(uarg, &cmd, sizeof(cmd))) {
+	ret = dmabuf_mock_copy_out(uarg, &cmd, sizeof(cmd));
+	if (ret) {
 		put_unused_fd(fd);
 		dma_buf_put(dmabuf);
-		return -EFAULT;
+		return ret;
 	}
 	dma_buf_fd_install(dmabuf, fd);
 	return 0;
@@ -957,9 +999,11 @@ static int dmabuf_mock_ioctl_revoke(void __user *uarg)
 	struct dma_buf *dmabuf;
 	int ret;
 
-	if (copy_from_user(&cmd, uarg, sizeof(cmd)))
-		return -EFAULT;
-	if (cmd.out_flags)
+	ret = dmabuf_mock_copy_cmd(&cmd, sizeof(cmd), DMABUF_MOCK_MIN_REVOKE,
+				   uarg);
+	if (ret)
+		return ret;
+	if (cmd.out_flags || cmd.__reserved)
 		return -EINVAL;
 	dmabuf = dmabuf_mock_get(cmd.fd);
 	if (IS_ERR(dmabuf))
@@ -969,10 +1013,9 @@ static int dmabuf_mock_ioctl_revoke(void __user *uarg)
 				   cmd.holder, sizeof(cmd.holder),
 				   &cmd.out_flags);
 	dma_buf_put(dmabuf);
-	if ((!ret || ret == -ETIMEDOUT) &&
-	    copy_to_user(uarg, &cmd, sizeof(cmd)))
-		return -EFAULT;
-	return ret;
+	if (ret && ret != -ETIMEDOUT)
+		return ret;
+	return dmabuf_mock_copy_out(uarg, &cmd, sizeof(cmd)) ?: ret;
 }
 
 static int dmabuf_mock_ioctl_restore(void __user *uarg)
@@ -981,9 +1024,11 @@ static int dmabuf_mock_ioctl_restore(void __user *uarg)
 	struct dma_buf *dmabuf;
 	int ret;
 
-	if (copy_from_user(&cmd, uarg, sizeof(cmd)))
-		return -EFAULT;
-	if (cmd.flags)
+	ret = dmabuf_mock_copy_cmd(&cmd, sizeof(cmd), DMABUF_MOCK_MIN_RESTORE,
+				   uarg);
+	if (ret)
+		return ret;
+	if (cmd.flags || cmd.__reserved)
 		return -EINVAL;
 	dmabuf = dmabuf_mock_get(cmd.fd);
 	if (IS_ERR(dmabuf))
@@ -999,17 +1044,19 @@ static int dmabuf_mock_ioctl_query(void __user *uarg)
 	struct dma_buf *dmabuf;
 	int ret;
 
-	if (copy_from_user(&cmd, uarg, sizeof(cmd)))
-		return -EFAULT;
-	if (cmd.flags || cmd.__reserved)
+	ret = dmabuf_mock_copy_cmd(&cmd, sizeof(cmd), DMABUF_MOCK_MIN_QUERY,
+				   uarg);
+	if (ret)
+		return ret;
+	if (cmd.flags)
 		return -EINVAL;
 	dmabuf = dmabuf_mock_get(cmd.fd);
 	if (IS_ERR(dmabuf))
 		return PTR_ERR(dmabuf);
 	ret = dmabuf_mock_query(dmabuf, &cmd);
 	dma_buf_put(dmabuf);
-	if (!ret && copy_to_user(uarg, &cmd, sizeof(cmd)))
-		ret = -EFAULT;
+	if (!ret)
+		ret = dmabuf_mock_copy_out(uarg, &cmd, sizeof(cmd));
 	return ret;
 }
 
@@ -1064,9 +1111,10 @@ static int dmabuf_mock_ioctl_rw(void __user *uarg)
 	struct dma_buf *dmabuf;
 	int ret;
 
-	if (copy_from_user(&cmd, uarg, sizeof(cmd)))
-		return -EFAULT;
-	if (cmd.flags & ~DMABUF_MOCK_RW_WRITE)
+	ret = dmabuf_mock_copy_cmd(&cmd, sizeof(cmd), DMABUF_MOCK_MIN_RW, uarg);
+	if (ret)
+		return ret;
+	if ((cmd.flags & ~DMABUF_MOCK_RW_WRITE) || cmd.__reserved)
 		return -EINVAL;
 	dmabuf = dmabuf_mock_get(cmd.fd);
 	if (IS_ERR(dmabuf))
@@ -1079,15 +1127,16 @@ static int dmabuf_mock_ioctl_rw(void __user *uarg)
 static int dmabuf_mock_ioctl_stats(void __user *uarg)
 {
 	struct dmabuf_mock_stats cmd;
+	int ret;
 
-	if (copy_from_user(&cmd, uarg, sizeof(cmd)))
-		return -EFAULT;
-	if (cmd.flags || cmd.__reserved)
+	ret = dmabuf_mock_copy_cmd(&cmd, sizeof(cmd), DMABUF_MOCK_MIN_STATS,
+				   uarg);
+	if (ret)
+		return ret;
+	if (cmd.flags)
 		return -EINVAL;
 	dmabuf_mock_stats(&cmd);
-	if (copy_to_user(uarg, &cmd, sizeof(cmd)))
-		return -EFAULT;
-	return 0;
+	return dmabuf_mock_copy_out(uarg, &cmd, sizeof(cmd));
 }
 
 static long dmabuf_mock_ioctl(struct file *file, unsigned int cmd,

@@ -6,10 +6,17 @@
  * the selftests include it by relative path: it is a test interface, not
  * uapi, and may change with the tests that use it.
  *
- * All commands are ioctls on /dev/dmabuf_mock; the ioctl number encodes the
- * struct size. Unknown flags and non-zero reserved fields are refused with
- * -EINVAL, an fd that is not a dma-buf of this exporter with -EINVAL (-EBADF
- * when it is no open file), an unknown command with -ENOTTY.
+ * All commands are ioctls on /dev/dmabuf_mock. As in iommufd, every command
+ * struct starts with its size in bytes, which the caller sets to sizeof()
+ * the struct it was built with, and the ioctl number does not encode it: a
+ * struct may grow at its end without breaking anything built before. The
+ * module takes a struct shorter than its own (never shorter than the struct
+ * was when its command was added, else -EINVAL): what the caller left out
+ * reads as zero, and only as many bytes as the caller passed are written
+ * back. It takes a longer one when the bytes it does not know are all zero
+ * (-E2BIG otherwise). Unknown flags and non-zero reserved fields are refused
+ * with -EINVAL, an fd that is not a dma-buf of this exporter with -EINVAL
+ * (-EBADF when it is no open file), an unknown command with -ENOTTY.
  */
 #ifndef _DMABUF_MOCK_H
 #define _DMABUF_MOCK_H
@@ -61,14 +68,18 @@ enum dmabuf_mock_create_flags {
 
 /**
  * struct dmabuf_mock_create - DMABUF_MOCK_CREATE
- * @length: buffer size in bytes, a non-zero multiple of the page size
+ * @size: sizeof(struct dmabuf_mock_create)
  * @flags: enum dmabuf_mock_create_flags
+ * @length: buffer size in bytes, a non-zero multiple of the page size
  * @fd: out: the new dma-buf, O_CLOEXEC | O_RDWR
+ * @__reserved: must be 0
  */
 struct dmabuf_mock_create {
-	__u64 length;
+	__u32 size;
 	__u32 flags;
+	__u64 length;
 	__s32 fd;
+	__u32 __reserved;
 };
 
 /**
@@ -88,10 +99,12 @@ enum dmabuf_mock_revoke_flags {
 
 /**
  * struct dmabuf_mock_revoke - DMABUF_MOCK_REVOKE
+ * @size: sizeof(struct dmabuf_mock_revoke)
  * @flags: enum dmabuf_mock_revoke_flags
  * @fd: a dma-buf of this exporter
  * @timeout_ms: how long to wait for importers to unmap and vunmap
  * @out_flags: must be 0; out: enum dmabuf_mock_revoke_out_flags
+ * @__reserved: must be 0
  * @holder: out: on -ETIMEDOUT, dev_name() of an importer still mapped
  *	(or "vmap" when only a vmap is left), truncated to fit
  *
@@ -109,10 +122,12 @@ enum dmabuf_mock_revoke_flags {
  * buffer refuses the pin).
  */
 struct dmabuf_mock_revoke {
+	__u32 size;
 	__u32 flags;
 	__s32 fd;
 	__u32 timeout_ms;
 	__u32 out_flags;
+	__u32 __reserved;
 	char holder[32];
 };
 
@@ -129,15 +144,19 @@ enum dmabuf_mock_revoke_out_flags {
 
 /**
  * struct dmabuf_mock_restore - DMABUF_MOCK_RESTORE
+ * @size: sizeof(struct dmabuf_mock_restore)
  * @flags: must be 0
  * @fd: a dma-buf of this exporter
+ * @__reserved: must be 0
  *
  * Makes a revoked buffer usable for new attachments. Importers that were
  * revoked stay revoked: that is theirs to decide.
  */
 struct dmabuf_mock_restore {
+	__u32 size;
 	__u32 flags;
 	__s32 fd;
+	__u32 __reserved;
 };
 
 /**
@@ -150,6 +169,7 @@ enum dmabuf_mock_state {
 
 /**
  * struct dmabuf_mock_query - DMABUF_MOCK_QUERY
+ * @size: sizeof(struct dmabuf_mock_query)
  * @flags: must be 0
  * @fd: a dma-buf of this exporter
  * @state: out: enum dmabuf_mock_state
@@ -160,13 +180,13 @@ enum dmabuf_mock_state {
  * @mmaps: out: user mappings (VMAs) now
  * @revokes: out: REVOKE calls so far
  * @invalidates: out: importer invalidate_mappings callbacks run so far
- * @length: out: buffer size in bytes
  * @fences: out: DMABUF_MOCK_PIN_FENCE fences not yet signalled
- * @__reserved: must be 0
+ * @length: out: buffer size in bytes
  * @cpu_begins: out: begin_cpu_access calls that succeeded so far
  * @cpu_ends: out: end_cpu_access calls so far
  */
 struct dmabuf_mock_query {
+	__u32 size;
 	__u32 flags;
 	__s32 fd;
 	__u32 state;
@@ -177,9 +197,8 @@ struct dmabuf_mock_query {
 	__u32 mmaps;
 	__u32 revokes;
 	__u32 invalidates;
-	__u64 length;
 	__u32 fences;
-	__u32 __reserved;
+	__u64 length;
 	__u64 cpu_begins;
 	__u64 cpu_ends;
 };
@@ -194,8 +213,10 @@ enum dmabuf_mock_rw_flags {
 
 /**
  * struct dmabuf_mock_rw - DMABUF_MOCK_RW
+ * @size: sizeof(struct dmabuf_mock_rw)
  * @flags: enum dmabuf_mock_rw_flags
  * @fd: a dma-buf of this exporter
+ * @__reserved: must be 0
  * @offset: byte offset into the buffer
  * @length: bytes to copy; offset + length must not pass the end
  * @uptr: user buffer
@@ -204,8 +225,10 @@ enum dmabuf_mock_rw_flags {
  * so that a test can look at the memory after REVOKE.
  */
 struct dmabuf_mock_rw {
+	__u32 size;
 	__u32 flags;
 	__s32 fd;
+	__u32 __reserved;
 	__u64 offset;
 	__u64 length;
 	__u64 uptr;
@@ -213,25 +236,25 @@ struct dmabuf_mock_rw {
 
 /**
  * struct dmabuf_mock_stats - DMABUF_MOCK_STATS: the whole module
+ * @size: sizeof(struct dmabuf_mock_stats)
  * @flags: must be 0
- * @__reserved: must be 0
  * @buffers: out: buffers alive (exported and not yet released)
  * @pages: out: pages held by those buffers
  */
 struct dmabuf_mock_stats {
+	__u32 size;
 	__u32 flags;
-	__u32 __reserved;
 	__u64 buffers;
 	__u64 pages;
 };
 
 #define DMABUF_MOCK_TYPE 'M'
-#define DMABUF_MOCK_CREATE _IOWR(DMABUF_MOCK_TYPE, 0xa0, struct dmabuf_mock_create)
-#define DMABUF_MOCK_REVOKE _IOWR(DMABUF_MOCK_TYPE, 0xa1, struct dmabuf_mock_revoke)
-#define DMABUF_MOCK_RESTORE _IOW(DMABUF_MOCK_TYPE, 0xa2, struct dmabuf_mock_restore)
-#define DMABUF_MOCK_QUERY _IOWR(DMABUF_MOCK_TYPE, 0xa3, struct dmabuf_mock_query)
-#define DMABUF_MOCK_RW _IOW(DMABUF_MOCK_TYPE, 0xa4, struct dmabuf_mock_rw)
-#define DMABUF_MOCK_STATS _IOWR(DMABUF_MOCK_TYPE, 0xa5, struct dmabuf_mock_stats)
+#define DMABUF_MOCK_CREATE _IO(DMABUF_MOCK_TYPE, 0xa0)
+#define DMABUF_MOCK_REVOKE _IO(DMABUF_MOCK_TYPE, 0xa1)
+#define DMABUF_MOCK_RESTORE _IO(DMABUF_MOCK_TYPE, 0xa2)
+#define DMABUF_MOCK_QUERY _IO(DMABUF_MOCK_TYPE, 0xa3)
+#define DMABUF_MOCK_RW _IO(DMABUF_MOCK_TYPE, 0xa4)
+#define DMABUF_MOCK_STATS _IO(DMABUF_MOCK_TYPE, 0xa5)
 
 #ifdef __KERNEL__
 /* The same operations for kernel tests (KUnit), namespace "DMABUF_MOCK". */

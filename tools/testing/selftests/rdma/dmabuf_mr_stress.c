@@ -115,7 +115,7 @@ struct worker {
 	struct smr mr[2];
 	/* counters, read by main after join */
 	unsigned long ops, ok, regs, regs_refused, regs_raced, deregs,
-		      renews, data_checks, bufs_replaced;
+		      renews, data_checks, bufs_replaced, raced;
 	unsigned long status[STATUS_MAX];
 };
 
@@ -621,6 +621,9 @@ static void batch(struct worker *w)
 				    w->id, (unsigned long long)wc.wr_id, i);
 			return;
 		}
+		/* Posted to a live MR, completed once a revoke had begun */
+		if (!r->dead && s != r->reg_seq)
+			w->raced++;
 		if (st == IBV_WC_SUCCESS) {
 			w->ok++;
 			if (errors || flushes)
@@ -815,6 +818,7 @@ static void *chaos_revoker_thread(void *arg)
 		};
 
 		memset(&cmd, 0, sizeof(cmd));
+		cmd.size = sizeof(cmd);
 		cmd.fd = env.chaos_fd[rand_r(&seed) % CHAOS_BUFS];
 		cmd.flags = scrub[rand_r(&seed) % 3];
 		cmd.timeout_ms = DMABUF_MR_TIMEOUT_MS;
@@ -1136,12 +1140,9 @@ static bool res_same(const struct res_summary *a, const struct res_summary *b,
 /* Which registration path works: ibv_reg_dmabuf_mr(), or the raw ioctl. */
 static void env_probe(void)
 {
-	const char *dev = getenv("RDMA_DEV"), *peer = getenv("RDMA_PEER_DEV");
-	struct ibv_device **list;
-	struct rdma_side s;
-	struct dmabuf_mr m;
+	const char *peer = getenv("RDMA_PEER_DEV");
+	struct dmabuf_mr_probe p = {};
 	char why[200];
-	int fd = -1, n = 0, ret;
 
 	env.mock = open(DMABUF_MOCK_PATH, O_RDWR | O_CLOEXEC);
 	if (env.mock < 0) {
@@ -1150,61 +1151,26 @@ static void env_probe(void)
 			 DMABUF_MOCK_PATH, strerror(errno));
 		return;
 	}
-	list = ibv_get_device_list(&n);
-	if (!dev && list && n > 0)
-		dev = strdup(ibv_get_device_name(list[0]));
-	if (list)
-		ibv_free_device_list(list);
-	if (!dev) {
-		snprintf(env.skip, sizeof(env.skip), "no RDMA device");
+	if (dmabuf_mr_env_dev(&env.dev[SIDE_A], env.skip, env.fail,
+			      sizeof(env.skip)))
 		return;
-	}
-	if (!peer)
-		peer = dev;
-	if (rdma_dev_resolve(dev, -1, &env.dev[SIDE_A], why, sizeof(why)) ||
-	    rdma_dev_resolve(peer, -1, &env.dev[SIDE_B], why, sizeof(why))) {
+	env.dev[SIDE_B] = env.dev[SIDE_A];
+	if (peer && rdma_dev_resolve(peer, -1, &env.dev[SIDE_B], why,
+				     sizeof(why))) {
 		snprintf(env.fail, sizeof(env.fail), "%s", why);
 		return;
 	}
-	env.keyset[SIDE_B] = strcmp(dev, peer) ? 1 : 0;
+	env.keyset[SIDE_B] = strcmp(env.dev[SIDE_A].name,
+				    env.dev[SIDE_B].name) ? 1 : 0;
 
-	if (rdma_side_open(&s, &env.dev[SIDE_A])) {
-		snprintf(env.fail, sizeof(env.fail), "%s: %s", dev,
-			 strerror(errno));
-		return;
-	}
-	if (_test_cmd_create(env.mock, page_size, 0, &fd)) {
-		snprintf(env.fail, sizeof(env.fail), "CREATE: %s",
-			 strerror(errno));
-		goto out;
-	}
-	env.path = "ibv_reg_dmabuf_mr()";
-	ret = -1;
-	errno = EOPNOTSUPP;
-	if (!getenv("DMABUF_MR_RAW"))
-		ret = _test_reg_dmabuf_mr(&s, fd, 0, page_size, DMABUF_MR_IOVA,
-					  DMABUF_MR_ACCESS, &m);
-	if (ret && errno == EOPNOTSUPP) {
-		env.path = "the raw REG_DMABUF_MR ioctl";
-		dmabuf_mr_raw = true;
-		ret = _test_reg_dmabuf_mr(&s, fd, 0, page_size, DMABUF_MR_IOVA,
-					  DMABUF_MR_ACCESS, &m);
-		if (ret && errno == EOPNOTSUPP) {
-			snprintf(env.skip, sizeof(env.skip),
-				 "%s has no dma-buf MRs", dev);
-			goto out;
-		}
-	}
-	if (ret)
-		snprintf(env.fail, sizeof(env.fail),
-			 "registering a dma-buf MR through %s: %s", env.path,
-			 strerror(errno));
-	else
-		_test_dereg_dmabuf_mr(&m);
-out:
-	if (fd >= 0)
-		close(fd);
-	rdma_side_close(&s);
+	dmabuf_mr_probe(env.mock, &env.dev[SIDE_A], &p, NULL);
+	env.path = p.path;
+	snprintf(env.skip, sizeof(env.skip), "%s", p.skip);
+	snprintf(env.fail, sizeof(env.fail), "%s", p.fail);
+	if (!p.skip[0] && !p.fail[0] && !p.pinned)
+		snprintf(env.skip, sizeof(env.skip),
+			 "%s does not pin dma-bufs: its MRs are not revoked, they fault",
+			 env.dev[SIDE_A].name);
 }
 
 static int worker_setup(struct worker *w)
@@ -1249,7 +1215,8 @@ TEST(revoke_stress)
 	unsigned long status[STATUS_MAX] = {};
 	unsigned long ops = 0, ok = 0, regs = 0, refused = 0, raced = 0,
 		      deregs = 0, renews = 0, checks = 0, replaced = 0,
-		      revoked_posts = 0;
+		      revoked_posts = 0, raced_wcs = 0;
+	int64_t revokes_waited[2];
 	struct dmabuf_mock_query q;
 	char sum[SUMMARY_SIZE] = "", why[128];
 	pthread_t revoker, chaos[ARRAY_SIZE(chaos_threads)];
@@ -1302,6 +1269,8 @@ TEST(revoke_stress)
 		TH_LOG("worker %u: %s", i, strerror(errno));
 	}
 
+	for (side = 0; side < 2; side++)
+		revokes_waited[side] = rdma_revoke_waited(&env.dev[side]);
 	t0 = now_ms();
 	env.end_ms = t0 + env.secs * 1000ULL;
 	for (i = 0; i < env.threads; i++) {
@@ -1345,6 +1314,7 @@ TEST(revoke_stress)
 		renews += w->renews;
 		checks += w->data_checks;
 		replaced += w->bufs_replaced;
+		raced_wcs += w->raced;
 		for (k = 0; k < STATUS_MAX; k++)
 			status[k] += w->status[k];
 		worker_teardown(w);
@@ -1399,6 +1369,16 @@ TEST(revoke_stress)
 	    refused);
 	cat(sum, "%lu raced a revoke), %lu deregs, %lu QP renewals, ", raced,
 	    deregs, renews);
+	cat(sum, "%lu completions raced a revoke, ", raced_wcs);
+	for (side = 0; side < 2; side++) {
+		int64_t now = rdma_revoke_waited(&env.dev[side]);
+
+		revokes_waited[side] = now >= 0 && revokes_waited[side] >= 0 ?
+			       now - revokes_waited[side] : -1;
+		if (side == SIDE_A || env.keyset[SIDE_B])
+			cat(sum, "%s: %lld revokes waited for a copy, ",
+			    env.dev[side].name, (long long)revokes_waited[side]);
+	}
 	cat(sum, "%lu data checks, %lu buffers replaced; errors:", checks,
 	    replaced);
 	for (i = 0; i < STATUS_MAX; i++)
@@ -1422,15 +1402,21 @@ TEST(revoke_stress)
 	/*
 	 * It has to have stressed something: the workers, the revokers and
 	 * the restorer each ran. Which windows they hit (WRs posted to
-	 * revoked MRs, SIGBUS on a revoked mapping, WRITEs checked between
-	 * racing revokes, superseded revokes) is up to the scheduler and
-	 * only reported above; the tests that force those windows are
-	 * dmabuf_mr's and the KUnit suites dmabuf_mock and ib_umem_dmabuf.
+	 * revoked MRs, completions that raced a revoke, SIGBUS on a revoked
+	 * mapping, WRITEs checked between racing revokes, superseded
+	 * revokes) is up to the scheduler and only reported above; the
+	 * tests that force those windows are dmabuf_mr's and the KUnit
+	 * suites dmabuf_mock, ib_umem_dmabuf and rxe_dmabuf.
 	 */
 	EXPECT_LT(0UL, ok);
 	EXPECT_LT(0UL, env.revokes);
 	EXPECT_LT(0UL, env.chaos_revokes);
 	EXPECT_LT(0UL, env.chaos_restores);
+	/* rxe exports the dmabuf_revoke_waited counter read above. */
+	if (env.dev[SIDE_A].driver_id == RDMA_DRIVER_RXE)
+		EXPECT_LE(0, revokes_waited[SIDE_A])
+		TH_LOG("no dmabuf_revoke_waited counter on %s",
+		       env.dev[SIDE_A].name);
 	/*
 	 * The windows the registrar makes itself: every quiet round, the
 	 * last one after the race included, registered on the restored

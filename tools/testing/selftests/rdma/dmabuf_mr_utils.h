@@ -19,9 +19,12 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <infiniband/verbs.h>
+#include <linux/netlink.h>
 #include <rdma/ib_user_ioctl_cmds.h>
 #include <rdma/ib_user_verbs.h>
+#include <rdma/rdma_netlink.h>
 #include <rdma/rdma_user_ioctl_cmds.h>
 #include <sched.h>
 #include <stdbool.h>
@@ -30,6 +33,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -63,6 +68,7 @@ struct rdma_side {
 	struct ibv_pd *pd;
 	struct ibv_cq *cq;
 	struct ibv_qp *qp;
+	struct ibv_qp_ex *qpx;	/* NULL without ATOMIC WRITE */
 	bool shared;		/* ctx and pd belong to the other side */
 };
 
@@ -72,6 +78,16 @@ struct rdma_pair {
 
 /* Set once, before any test runs: the provider has no reg_dmabuf_mr. */
 static bool dmabuf_mr_raw;
+/*
+ * Set once too: register through UVERBS_METHOD_REG_MR with a dma-buf fd
+ * (DMABUF_MR_REG_MR), the other uverbs way to a driver's reg_user_mr_dmabuf.
+ */
+static bool dmabuf_mr_regmr;
+/*
+ * Set once too: 0 when ibv_reg_dmabuf_mr() registered the probe's MR,
+ * else its errno, whichever path the tests take by default.
+ */
+static int dmabuf_mr_verbs_err = EOPNOTSUPP;
 
 struct dmabuf_mr {
 	struct ibv_mr *mr;	/* NULL when registered by the raw ioctl */
@@ -313,6 +329,7 @@ static inline void rdma_side_close(struct rdma_side *s)
 	if (s->cq)
 		ibv_destroy_cq(s->cq);
 	s->qp = NULL;
+	s->qpx = NULL;
 	s->cq = NULL;
 	if (s->shared)
 		return;
@@ -322,6 +339,54 @@ static inline void rdma_side_close(struct rdma_side *s)
 		ibv_close_device(s->ctx);
 	s->pd = NULL;
 	s->ctx = NULL;
+}
+
+/*
+ * UVERBS_METHOD_REG_MR with a dma-buf fd and an offset into it, instead of
+ * a user address: the same driver op as REG_DMABUF_MR, with no user handle
+ * (and so no IB_EVENT_MR_REVOKED).
+ */
+static inline int _test_reg_dmabuf_mr_regmr(struct rdma_side *s, int fd,
+					    uint64_t offset, uint64_t length,
+					    uint64_t iova, int access,
+					    struct dmabuf_mr *m)
+{
+	uint32_t lkey = 0, rkey = 0, access32 = access;
+	struct ib_uverbs_attr a[] = {
+		{ .attr_id = UVERBS_ATTR_REG_MR_HANDLE },
+		{ .attr_id = UVERBS_ATTR_REG_MR_PD_HANDLE,
+		  .data = s->pd->handle },
+		{ .attr_id = UVERBS_ATTR_REG_MR_IOVA,
+		  .len = sizeof(iova), .data = iova },
+		{ .attr_id = UVERBS_ATTR_REG_MR_LENGTH,
+		  .len = sizeof(length), .data = length },
+		{ .attr_id = UVERBS_ATTR_REG_MR_ACCESS_FLAGS,
+		  .len = sizeof(access32) },
+		{ .attr_id = UVERBS_ATTR_REG_MR_FD_OFFSET,
+		  .len = sizeof(offset), .data = offset },
+		{ .attr_id = UVERBS_ATTR_REG_MR_FD, .data_s64 = fd },
+		{ .attr_id = UVERBS_ATTR_REG_MR_RESP_LKEY,
+		  .len = sizeof(lkey), .data = (uintptr_t)&lkey },
+		{ .attr_id = UVERBS_ATTR_REG_MR_RESP_RKEY,
+		  .len = sizeof(rkey), .data = (uintptr_t)&rkey },
+	};
+	unsigned int i;
+
+	memset(m, 0, sizeof(*m));
+	memcpy(&a[4].data, &access32, sizeof(access32));
+	for (i = 0; i < ARRAY_SIZE(a); i++)
+		a[i].flags = UVERBS_ATTR_F_MANDATORY;
+	if (raw_ioctl(s->ctx, s->d.driver_id, UVERBS_OBJECT_MR,
+		      UVERBS_METHOD_REG_MR, a, ARRAY_SIZE(a)))
+		return -1;
+	m->handle = a[0].data;
+	m->lkey = lkey;
+	m->rkey = rkey;
+	m->s = s;
+	m->iova = iova;
+	m->length = length;
+	m->live = true;
+	return 0;
 }
 
 static inline int _test_reg_dmabuf_mr(struct rdma_side *s, int fd,
@@ -351,6 +416,9 @@ static inline int _test_reg_dmabuf_mr(struct rdma_side *s, int fd,
 	};
 	unsigned int i;
 
+	if (dmabuf_mr_regmr)
+		return _test_reg_dmabuf_mr_regmr(s, fd, offset, length, iova,
+						 access, m);
 	memset(m, 0, sizeof(*m));
 	if (!dmabuf_mr_raw) {
 		m->mr = ibv_reg_dmabuf_mr(s->pd, offset, length, iova, fd,
@@ -406,6 +474,183 @@ static inline int _test_dereg_dmabuf_mr(struct dmabuf_mr *m)
 	return ret;
 }
 
+/*
+ * rxe counts the revokes that find a copy in progress and wait for it
+ * (hw counter dmabuf_revoke_waited): its value on @d, or -1 without it.
+ */
+static inline int64_t rdma_revoke_waited(const struct rdma_dev_info *d)
+{
+	char path[256], buf[32];
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path),
+		 "/sys/class/infiniband/%s/ports/%u/hw_counters/dmabuf_revoke_waited",
+		 d->name, d->port);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return -1;
+	buf[n] = 0;
+	return strtoll(buf, NULL, 10);
+}
+
+/* What registering one dma-buf MR showed, before any test ran. */
+struct dmabuf_mr_probe {
+	const char *path;	/* how MRs get registered */
+	bool pinned;		/* the importer pins the dma-buf */
+	bool mapped;		/* it maps it for DMA */
+	bool cpu;		/* it vmaps it: CPU copies, as rxe */
+	char skip[256];		/* every test skips with this */
+	char fail[256];		/* every test fails with this */
+};
+
+/* "pin,vmap" and the like: what the importer does with a dma-buf. */
+static inline int dmabuf_mr_expect_parse(const char *s, bool *pin, bool *map,
+					 bool *vmap)
+{
+	char buf[64], *tok, *save;
+
+	*pin = *map = *vmap = false;
+	snprintf(buf, sizeof(buf), "%s", s);
+	for (tok = strtok_r(buf, ",", &save); tok;
+	     tok = strtok_r(NULL, ",", &save)) {
+		if (!strcmp(tok, "pin"))
+			*pin = true;
+		else if (!strcmp(tok, "map"))
+			*map = true;
+		else if (!strcmp(tok, "vmap"))
+			*vmap = true;
+		else if (strcmp(tok, "none"))
+			return -1;
+	}
+	return 0;
+}
+
+/*
+ * Register one dma-buf MR on @d the way every test will: with libibverbs,
+ * or with the raw ioctl when the provider has no reg_dmabuf_mr (or
+ * DMABUF_MR_RAW is set), and see from the mock's counters whether the
+ * importer pins, maps and vmaps. The rxe wrappers say what rxe must do in
+ * DMABUF_MR_EXPECT ("pin,vmap"), and the probe must find exactly that;
+ * without it (hardware), what it finds is what the tests expect. A device
+ * without dma-buf MRs skips, unless the caller named it in RDMA_DEV: then
+ * it fails. @more runs with the MR's device open and a buffer, if all went
+ * well.
+ */
+static inline void dmabuf_mr_probe(int mock, const struct rdma_dev_info *d,
+				   struct dmabuf_mr_probe *p,
+				   void (*more)(struct rdma_side *s, int fd))
+{
+	const char *expect = getenv("DMABUF_MR_EXPECT");
+	size_t page = sysconf(_SC_PAGESIZE);
+	bool pin = false, map = false, vmap = false;
+	struct dmabuf_mock_query q;
+	struct rdma_side s;
+	struct dmabuf_mr m;
+	int fd = -1, ret;
+
+	if (expect && dmabuf_mr_expect_parse(expect, &pin, &map, &vmap)) {
+		snprintf(p->fail, sizeof(p->fail),
+			 "DMABUF_MR_EXPECT=%s: not a list of pin, map, vmap",
+			 expect);
+		return;
+	}
+	if (rdma_side_open(&s, d)) {
+		snprintf(p->fail, sizeof(p->fail), "%s: %s", d->name,
+			 strerror(errno));
+		return;
+	}
+	if (_test_cmd_create(mock, page, 0, &fd)) {
+		snprintf(p->fail, sizeof(p->fail), "CREATE: %s",
+			 strerror(errno));
+		goto out;
+	}
+	/* Tried whatever the environment asks for: a test may want it. */
+	if (!dmabuf_mr_raw && !dmabuf_mr_regmr) {
+		dmabuf_mr_verbs_err = 0;
+		if (_test_reg_dmabuf_mr(&s, fd, 0, page, DMABUF_MR_IOVA,
+					DMABUF_MR_ACCESS, &m))
+			dmabuf_mr_verbs_err = errno;
+		else
+			_test_dereg_dmabuf_mr(&m);
+	}
+	p->path = "ibv_reg_dmabuf_mr()";
+	ret = -1;
+	errno = EOPNOTSUPP;
+	if (getenv("DMABUF_MR_REG_MR")) {
+		p->path = "the raw REG_MR ioctl with a dma-buf fd (DMABUF_MR_REG_MR is set)";
+		dmabuf_mr_regmr = true;
+		if (s.d.driver_id == UINT32_MAX) {
+			snprintf(p->fail, sizeof(p->fail),
+				 "no uverbs driver id found for %s", d->name);
+			goto out;
+		}
+		ret = _test_reg_dmabuf_mr(&s, fd, 0, page, DMABUF_MR_IOVA,
+					  DMABUF_MR_ACCESS, &m);
+		goto registered;
+	}
+	if (!getenv("DMABUF_MR_RAW"))
+		ret = _test_reg_dmabuf_mr(&s, fd, 0, page, DMABUF_MR_IOVA,
+					  DMABUF_MR_ACCESS, &m);
+	if (ret && errno == EOPNOTSUPP) {
+		p->path = getenv("DMABUF_MR_RAW") ?
+			"the raw REG_DMABUF_MR ioctl (DMABUF_MR_RAW is set)" :
+			"the raw REG_DMABUF_MR ioctl (provider has no reg_dmabuf_mr)";
+		dmabuf_mr_raw = true;
+		if (s.d.driver_id == UINT32_MAX) {
+			snprintf(p->fail, sizeof(p->fail),
+				 "no uverbs driver id found for %s", d->name);
+			goto out;
+		}
+		ret = _test_reg_dmabuf_mr(&s, fd, 0, page, DMABUF_MR_IOVA,
+					  DMABUF_MR_ACCESS, &m);
+		if (ret && errno == EOPNOTSUPP) {
+			/* A device named by the caller must have them. */
+			snprintf(getenv("RDMA_DEV") ? p->fail : p->skip,
+				 sizeof(p->skip), "%s has no dma-buf MRs (%s)",
+				 d->name, getenv("RDMA_DEV") ?
+				 "RDMA_DEV names it" : "the first device");
+			goto out;
+		}
+	}
+registered:
+	if (ret) {
+		snprintf(p->fail, sizeof(p->fail),
+			 "registering a dma-buf MR through %s: %s", p->path,
+			 strerror(errno));
+		goto out;
+	}
+	if (_test_cmd_query(mock, fd, 0, &q)) {
+		snprintf(p->fail, sizeof(p->fail), "QUERY: %s",
+			 strerror(errno));
+		_test_dereg_dmabuf_mr(&m);
+		goto out;
+	}
+	p->pinned = q.pins;
+	p->mapped = q.maps;
+	p->cpu = q.vmaps;
+	_test_dereg_dmabuf_mr(&m);
+	if (expect && (pin != p->pinned || map != p->mapped ||
+		       vmap != p->cpu)) {
+		snprintf(p->fail, sizeof(p->fail),
+			 "%s: the importer %s, %s, %s; DMABUF_MR_EXPECT=%s",
+			 d->name, p->pinned ? "pins" : "does not pin",
+			 p->mapped ? "maps" : "does not map",
+			 p->cpu ? "vmaps" : "does not vmap", expect);
+		goto out;
+	}
+	if (more)
+		more(&s, fd);
+out:
+	if (fd >= 0)
+		close(fd);
+	rdma_side_close(&s);
+}
+
 /* IB_USER_VERBS_CMD_REREG_MR moving MR @handle to @pd, nothing else. */
 static inline int _test_rereg_mr_pd(struct ibv_context *ctx, uint32_t handle,
 				    struct ibv_pd *pd)
@@ -448,12 +693,34 @@ static inline int rdma_qp_create(struct rdma_side *s)
 				   IBV_ACCESS_REMOTE_ATOMIC,
 	};
 
+	struct ibv_qp_init_attr_ex iax = {
+		.qp_type = IBV_QPT_RC,
+		.comp_mask = IBV_QP_INIT_ATTR_PD |
+			     IBV_QP_INIT_ATTR_SEND_OPS_FLAGS,
+		.send_ops_flags = IBV_QP_EX_WITH_RDMA_WRITE |
+				  IBV_QP_EX_WITH_RDMA_READ |
+				  IBV_QP_EX_WITH_SEND |
+				  IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP |
+				  IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD |
+				  IBV_QP_EX_WITH_ATOMIC_WRITE,
+	};
+
 	s->cq = ibv_create_cq(s->ctx, 256, NULL, NULL, 0);
 	if (!s->cq)
 		return -1;
 	ia.send_cq = s->cq;
 	ia.recv_cq = s->cq;
-	s->qp = ibv_create_qp(s->pd, &ia);
+	/* With ATOMIC WRITE where the device and the provider have it. */
+	iax.send_cq = s->cq;
+	iax.recv_cq = s->cq;
+	iax.cap = ia.cap;
+	iax.pd = s->pd;
+	s->qpx = NULL;
+	s->qp = ibv_create_qp_ex(s->ctx, &iax);
+	if (s->qp)
+		s->qpx = ibv_qp_to_qp_ex(s->qp);
+	else
+		s->qp = ibv_create_qp(s->pd, &ia);
 	if (!s->qp)
 		return -1;
 	errno = ibv_modify_qp(s->qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX |
@@ -566,6 +833,23 @@ static inline int rdma_post(struct rdma_side *s, enum ibv_wr_opcode op,
 		wr.wr.rdma.rkey = rkey;
 	}
 	return ibv_post_send(s->qp, &wr, &bad);
+}
+
+/* ATOMIC WRITE of @value to @raddr: -1 with EOPNOTSUPP on a QP without. */
+static inline int rdma_post_atomic_write(struct rdma_side *s, uint64_t raddr,
+					 uint32_t rkey, uint64_t value,
+					 uint64_t wr_id)
+{
+	if (!s->qpx) {
+		errno = EOPNOTSUPP;
+		return -1;
+	}
+	ibv_wr_start(s->qpx);
+	s->qpx->wr_id = wr_id;
+	s->qpx->wr_flags = IBV_SEND_SIGNALED;
+	ibv_wr_atomic_write(s->qpx, rkey, raddr, &value);
+	errno = ibv_wr_complete(s->qpx);
+	return errno ? -1 : 0;
 }
 
 static inline int rdma_post_recv(struct rdma_side *s, struct rdma_sge l,
@@ -893,6 +1177,413 @@ static inline const char *rdma_op_name(enum ibv_wr_opcode op)
 	default:
 		return "?";
 	}
+}
+
+/*
+ * RDMA netlink (NETLINK_RDMA, the nldev client), as `rdma resource show mr`
+ * uses it: a request, then the replies until NLMSG_DONE, or the error.
+ * @cb sees every reply message of a dump; it returns non-zero to stop.
+ */
+#define NLDEV_BUF_SIZE 65536
+
+static inline int nldev_request(uint16_t cmd, uint32_t dev_index,
+				int (*cb)(struct nlmsghdr *nlh, void *arg),
+				void *arg)
+{
+	struct sockaddr_nl kernel = { .nl_family = AF_NETLINK };
+	struct {
+		struct nlmsghdr nlh;
+		struct nlattr index;
+		uint32_t value;
+	} req = {
+		.nlh = {
+			.nlmsg_len = NLMSG_LENGTH(0),
+			.nlmsg_type = RDMA_NL_GET_TYPE(RDMA_NL_NLDEV, cmd),
+			.nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP,
+			.nlmsg_seq = 1,
+		},
+	};
+	int sk, ret = -1, err = 0, stop = 0;
+	struct nlmsghdr *nlh;
+	void *buf;
+	ssize_t n;
+
+	if (dev_index != UINT32_MAX) {
+		req.index.nla_type = RDMA_NLDEV_ATTR_DEV_INDEX;
+		req.index.nla_len = NLA_HDRLEN + sizeof(req.value);
+		req.value = dev_index;
+		req.nlh.nlmsg_len = sizeof(req);
+	}
+	buf = malloc(NLDEV_BUF_SIZE);
+	if (!buf)
+		return -1;
+	sk = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_RDMA);
+	if (sk < 0)
+		goto out;
+	if (sendto(sk, &req, req.nlh.nlmsg_len, 0, (struct sockaddr *)&kernel,
+		   sizeof(kernel)) != req.nlh.nlmsg_len)
+		goto out;
+	for (;;) {
+		n = recv(sk, buf, NLDEV_BUF_SIZE, 0);
+		if (n < 0)
+			goto out;
+		for (nlh = buf; NLMSG_OK(nlh, n); nlh = NLMSG_NEXT(nlh, n)) {
+			if (nlh->nlmsg_seq != req.nlh.nlmsg_seq)
+				continue;
+			if (nlh->nlmsg_type == NLMSG_DONE) {
+				ret = 0;
+				goto out;
+			}
+			if (nlh->nlmsg_type == NLMSG_ERROR) {
+				struct nlmsgerr *e = NLMSG_DATA(nlh);
+
+				err = e->error ? -e->error : EPROTO;
+				goto out;
+			}
+			/* Read the dump to its end even after @cb is done. */
+			if (!stop)
+				stop = cb(nlh, arg);
+		}
+	}
+out:
+	if (!err)
+		err = errno;
+	if (sk >= 0)
+		close(sk);
+	free(buf);
+	if (ret)
+		errno = err;
+	return ret;
+}
+
+/*
+ * The walk over attributes, as the kernel's nla_ok() and nla_next(): @a
+ * fits in the @rem bytes left; the attribute after @a, @rem counted down.
+ */
+static inline bool nla_ok(const struct nlattr *a, int rem)
+{
+	return rem >= NLA_HDRLEN && a->nla_len >= NLA_HDRLEN &&
+	       a->nla_len <= rem;
+}
+
+static inline struct nlattr *nla_next(struct nlattr *a, int *rem)
+{
+	*rem -= NLA_ALIGN(a->nla_len);
+	return (void *)a + NLA_ALIGN(a->nla_len);
+}
+
+/* Index the attributes in @data by type; later ones of a type win. */
+static inline void nldev_parse(struct nlattr **tb, void *data, int len)
+{
+	struct nlattr *a;
+	uint16_t type;
+
+	memset(tb, 0, RDMA_NLDEV_ATTR_MAX * sizeof(*tb));
+	for (a = data; nla_ok(a, len); a = nla_next(a, &len)) {
+		type = a->nla_type & NLA_TYPE_MASK;
+		if (type < RDMA_NLDEV_ATTR_MAX)
+			tb[type] = a;
+	}
+}
+
+static inline void *nla_payload(struct nlattr *a)
+{
+	return (void *)a + NLA_HDRLEN;
+}
+
+static inline int nla_payload_len(struct nlattr *a)
+{
+	return a->nla_len - NLA_HDRLEN;
+}
+
+static inline uint32_t nla_u32(struct nlattr *a)
+{
+	uint32_t v;
+
+	memcpy(&v, nla_payload(a), sizeof(v));
+	return v;
+}
+
+struct nldev_dev_lookup {
+	const char *name;
+	uint32_t index;
+};
+
+static inline int nldev_dev_cb(struct nlmsghdr *nlh, void *arg)
+{
+	struct nlattr *tb[RDMA_NLDEV_ATTR_MAX];
+	struct nldev_dev_lookup *l = arg;
+	struct nlattr *name;
+
+	nldev_parse(tb, NLMSG_DATA(nlh), nlh->nlmsg_len - NLMSG_HDRLEN);
+	name = tb[RDMA_NLDEV_ATTR_DEV_NAME];
+	if (!tb[RDMA_NLDEV_ATTR_DEV_INDEX] || !name ||
+	    strnlen(nla_payload(name), nla_payload_len(name)) !=
+	    strlen(l->name) || strcmp(nla_payload(name), l->name))
+		return 0;
+	l->index = nla_u32(tb[RDMA_NLDEV_ATTR_DEV_INDEX]);
+	return 1;
+}
+
+/* The nldev index of RDMA device @name, or UINT32_MAX with errno set. */
+static inline uint32_t nldev_dev_index(const char *name)
+{
+	struct nldev_dev_lookup l = { .name = name, .index = UINT32_MAX };
+
+	if (nldev_request(RDMA_NLDEV_CMD_GET, UINT32_MAX, nldev_dev_cb, &l))
+		return UINT32_MAX;
+	if (l.index == UINT32_MAX)
+		errno = ENODEV;
+	return l.index;
+}
+
+/* An MR as RDMA_NLDEV_CMD_RES_MR_GET shows it; -1: attribute absent. */
+struct nldev_mr {
+	uint32_t lkey;
+	uint32_t rkey;
+	int found;		/* entries with these keys */
+	uint32_t mrn;		/* RDMA_NLDEV_ATTR_RES_MRN, the restrack id */
+	int dmabuf;		/* RDMA_NLDEV_ATTR_RES_MR_DMABUF */
+	int revoked;		/* RDMA_NLDEV_ATTR_RES_MR_REVOKED */
+};
+
+static inline int nla_u8_or(struct nlattr *a, int absent)
+{
+	return a ? *(uint8_t *)nla_payload(a) : absent;
+}
+
+static inline int nldev_mr_cb(struct nlmsghdr *nlh, void *arg)
+{
+	struct nlattr *tb[RDMA_NLDEV_ATTR_MAX], *table, *entry;
+	struct nldev_mr *mr = arg;
+	int rem;
+
+	nldev_parse(tb, NLMSG_DATA(nlh), nlh->nlmsg_len - NLMSG_HDRLEN);
+	table = tb[RDMA_NLDEV_ATTR_RES_MR];
+	if (!table)
+		return 0;
+	rem = nla_payload_len(table);
+	for (entry = nla_payload(table); nla_ok(entry, rem);
+	     entry = nla_next(entry, &rem)) {
+		nldev_parse(tb, nla_payload(entry), nla_payload_len(entry));
+		if (tb[RDMA_NLDEV_ATTR_RES_LKEY] && tb[RDMA_NLDEV_ATTR_RES_RKEY] &&
+		    nla_u32(tb[RDMA_NLDEV_ATTR_RES_LKEY]) == mr->lkey &&
+		    nla_u32(tb[RDMA_NLDEV_ATTR_RES_RKEY]) == mr->rkey) {
+			mr->found++;
+			mr->mrn = tb[RDMA_NLDEV_ATTR_RES_MRN] ?
+				  nla_u32(tb[RDMA_NLDEV_ATTR_RES_MRN]) :
+				  UINT32_MAX;
+			mr->dmabuf = nla_u8_or(tb[RDMA_NLDEV_ATTR_RES_MR_DMABUF],
+					       -1);
+			mr->revoked =
+				nla_u8_or(tb[RDMA_NLDEV_ATTR_RES_MR_REVOKED], -1);
+		}
+	}
+	return 0;
+}
+
+/*
+ * The MRs of device @dev_index with keys @lkey and @rkey, from a full dump
+ * (the keys need CAP_NET_ADMIN: run as root). 0, or -1 with errno set.
+ */
+static inline int nldev_mr_get(uint32_t dev_index, uint32_t lkey,
+			       uint32_t rkey, struct nldev_mr *mr)
+{
+	*mr = (struct nldev_mr){ .lkey = lkey, .rkey = rkey, .dmabuf = -1,
+				 .revoked = -1, .mrn = UINT32_MAX };
+	return nldev_request(RDMA_NLDEV_CMD_RES_MR_GET, dev_index,
+			     nldev_mr_cb, mr);
+}
+
+static inline int nldev_mr_count_cb(struct nlmsghdr *nlh, void *arg)
+{
+	struct nlattr *tb[RDMA_NLDEV_ATTR_MAX], *table, *entry;
+	int *count = arg, rem;
+
+	nldev_parse(tb, NLMSG_DATA(nlh), nlh->nlmsg_len - NLMSG_HDRLEN);
+	table = tb[RDMA_NLDEV_ATTR_RES_MR];
+	if (!table)
+		return 0;
+	rem = nla_payload_len(table);
+	for (entry = nla_payload(table); nla_ok(entry, rem);
+	     entry = nla_next(entry, &rem))
+		(*count)++;
+	return 0;
+}
+
+/* How many MRs device @dev_index has, as `rdma resource show mr` lists. */
+static inline int nldev_mr_count(uint32_t dev_index)
+{
+	int count = 0;
+
+	if (nldev_request(RDMA_NLDEV_CMD_RES_MR_GET, dev_index,
+			  nldev_mr_count_cb, &count))
+		return -1;
+	return count;
+}
+
+/*
+ * A trace instance of its own (instances/NAME under tracefs) with one
+ * event enabled, so that the global tracing state is left as it was.
+ * The top of tracefs: /sys/kernel/tracing, or under debugfs.
+ */
+struct trace_inst {
+	char dir[256];		/* empty until created */
+	char enable[320];
+};
+
+static inline const char *tracefs_root(void)
+{
+	static const char *const roots[] = {
+		"/sys/kernel/tracing", "/sys/kernel/debug/tracing",
+	};
+	char path[64];
+	unsigned int i;
+
+	for (i = 0; i < ARRAY_SIZE(roots); i++) {
+		snprintf(path, sizeof(path), "%s/instances", roots[i]);
+		if (!access(path, W_OK))
+			return roots[i];
+	}
+	return NULL;
+}
+
+static inline int write_str(const char *path, const char *s)
+{
+	int fd = open(path, O_WRONLY | O_CLOEXEC), ret = 0;
+
+	if (fd < 0)
+		return -1;
+	if (write(fd, s, strlen(s)) != (ssize_t)strlen(s))
+		ret = -1;
+	close(fd);
+	return ret;
+}
+
+/* Create instance @name of tracefs @root with @event ("system/name") on. */
+static inline int trace_inst_start(struct trace_inst *t, const char *root,
+				   const char *name, const char *event)
+{
+	int err;
+
+	if (snprintf(t->enable, sizeof(t->enable),
+		     "%s/instances/%s/events/%s/enable", root, name,
+		     event) >= (int)sizeof(t->enable) ||
+	    snprintf(t->dir, sizeof(t->dir), "%s/instances/%s", root,
+		     name) >= (int)sizeof(t->dir)) {
+		t->dir[0] = 0;
+		errno = ENAMETOOLONG;
+		return -1;
+	}
+	if (mkdir(t->dir, 0700)) {
+		t->dir[0] = 0;
+		return -1;
+	}
+	if (!write_str(t->enable, "1"))
+		return 0;
+	err = errno;
+	rmdir(t->dir);
+	t->dir[0] = 0;
+	errno = err;
+	return -1;
+}
+
+static inline int trace_inst_stop(struct trace_inst *t)
+{
+	int ret;
+
+	if (!t->dir[0])
+		return 0;
+	write_str(t->enable, "0");
+	ret = rmdir(t->dir);
+	t->dir[0] = 0;
+	return ret;
+}
+
+/* The whole (non-consuming) trace of the instance, NUL-terminated. */
+static inline char *trace_inst_read(struct trace_inst *t)
+{
+	size_t len = 0, cap = 65536;
+	char path[300], *buf = malloc(cap);
+	int fd = -1;
+	ssize_t n;
+
+	if (!buf || snprintf(path, sizeof(path), "%s/trace", t->dir) >=
+		    (int)sizeof(path))
+		goto err;
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		goto err;
+	while ((n = read(fd, buf + len, cap - len - 1)) > 0) {
+		len += n;
+		if (cap - len < 4096) {
+			char *bigger = realloc(buf, cap * 2);
+
+			if (!bigger)
+				goto err;
+			buf = bigger;
+			cap *= 2;
+		}
+	}
+	if (n < 0)
+		goto err;
+	close(fd);
+	buf[len] = 0;
+	return buf;
+err:
+	if (fd >= 0)
+		close(fd);
+	free(buf);
+	return NULL;
+}
+
+/* One rdma_core:mr_revoke line, as its TP_printk() writes it. */
+struct mr_revoke_trace {
+	char device[IBV_SYSFS_NAME_MAX];
+	uint32_t id;
+	uint32_t lkey;
+	uint32_t rkey;
+	char by[16];
+	long long duration_ns;
+};
+
+/*
+ * The mr_revoke lines of @trace for @device and @lkey: how many, and the
+ * last one in @out. *@unparsed counts the mr_revoke lines (of any MR)
+ * that do not have the expected format.
+ */
+static inline int trace_mr_revoke_find(const char *trace, const char *device,
+				       uint32_t lkey,
+				       struct mr_revoke_trace *out,
+				       int *unparsed)
+{
+	const char *line = trace, *tag;
+	struct mr_revoke_trace r;
+	int found = 0;
+
+	*unparsed = 0;
+
+	while (line && *line) {
+		tag = strstr(line, " mr_revoke: ");
+		line = strchr(line, '\n');
+		if (!tag || (line && tag > line))
+			goto next;
+		if (sscanf(tag,
+			   " mr_revoke: device=%63s mr.id=%u lkey=0x%x rkey=0x%x by=%15s duration_ns=%lld",
+			   r.device, &r.id, &r.lkey, &r.rkey, r.by,
+			   &r.duration_ns) != 6) {
+			(*unparsed)++;
+			goto next;
+		}
+		if (!strcmp(r.device, device) && r.lkey == lkey) {
+			found++;
+			*out = r;
+		}
+next:
+		if (line)
+			line++;
+	}
+	return found;
 }
 
 #endif

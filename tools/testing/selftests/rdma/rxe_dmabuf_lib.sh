@@ -1,15 +1,22 @@
 #!/bin/bash
 # SPDX-License-Identifier: GPL-2.0
 #
-# Sourced by the rxe_dmabuf_mr*.sh wrappers: a veth pair with an rxe device
-# on each end, the checks and the cleanup they share.
+# Sourced by the rxe_dmabuf_mr*.sh wrappers: a veth pair, an rxe device on
+# one or both ends, the checks and the cleanup they share.
 #
 # rxe_dmabuf_init PROG OCTET   names of this run's links, devices and
-#                              addresses (192.168.OCTET.x); skips unless
+#                              addresses (192.168.OCTET.x, and OCTET+1 for
+#                              the scratch end); skips unless
 #                              PROG was built and the tools and modules
 #                              are there
 # rxe_dmabuf_pair              the peer end in a network namespace of its
 #                              own with an rxe device there too: RXE0, RXE1
+# rxe_dmabuf_scratch           rxe only on the first end; the second end,
+#                              VETH1, left for the test to use
+#
+# What rxe does with a dma-buf, for the tests to assert rather than probe:
+# it pins, and it vmaps (never maps for DMA).
+export DMABUF_MR_EXPECT=pin,vmap
 
 source "$(dirname "$0")/../kselftest/ktap_helpers.sh"
 
@@ -120,4 +127,17 @@ rxe_dmabuf_pair()
 		fail "rdma link add $RXE1 in $NS"
 	wait_gid "$RXE0" "$ADDR0" || fail "no GID for $ADDR0 on $RXE0"
 	wait_gid "$RXE1" "$ADDR1" || fail "no GID for $ADDR1 on $RXE1"
+	# Where the peer's traffic leaves: a test may throttle it with tc.
+	export DMABUF_MR_PEER_NETNS=$NS DMABUF_MR_PEER_NETDEV=$VETH1
+}
+
+rxe_dmabuf_scratch()
+{
+	# Its own subnet: both ends are in this namespace.
+	ADDR1=192.168.$((OCTET + 1)).1
+	ip addr add "$ADDR1/24" dev "$VETH1"
+	ip link set "$VETH1" up
+	rdma link add "$RXE0" type rxe netdev "$VETH0" ||
+		fail "rdma link add $RXE0"
+	wait_gid "$RXE0" "$ADDR0" || fail "no GID for $ADDR0 on $RXE0"
 }

@@ -10,6 +10,7 @@
 #include <linux/dma-buf.h>
 #include <linux/udmabuf.h>
 #include <setjmp.h>
+#include <stddef.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -101,7 +102,7 @@ TEST_F(dmabuf_mock, revoke_without_importers)
 	test_query_eq(fd, invalidates, 0);
 	/* Nothing came in between: the revoke was the latest. */
 	{
-		struct dmabuf_mock_revoke cmd = { .fd = fd };
+		struct dmabuf_mock_revoke cmd = { .size = sizeof(cmd), .fd = fd };
 
 		ASSERT_EQ(0, ioctl(self->mock, DMABUF_MOCK_REVOKE, &cmd));
 		EXPECT_EQ(0, cmd.out_flags);
@@ -271,11 +272,18 @@ TEST_F(dmabuf_mock, bad_input)
 	test_err_restore(EINVAL, fd, 1);
 	test_err_query(EINVAL, fd, 1);
 	{
-		struct dmabuf_mock_revoke revoke = { .fd = fd, .out_flags = 1 };
-		struct dmabuf_mock_query query = { .fd = fd, .__reserved = 1 };
+		struct dmabuf_mock_revoke revoke = {
+			.size = sizeof(revoke), .fd = fd, .out_flags = 1,
+		};
+		struct dmabuf_mock_restore restore = {
+			.size = sizeof(restore), .fd = fd, .__reserved = 1,
+		};
 
 		EXPECT_ERRNO(EINVAL, ioctl(self->mock, DMABUF_MOCK_REVOKE, &revoke));
-		EXPECT_ERRNO(EINVAL, ioctl(self->mock, DMABUF_MOCK_QUERY, &query));
+		revoke.out_flags = 0;
+		revoke.__reserved = 1;
+		EXPECT_ERRNO(EINVAL, ioctl(self->mock, DMABUF_MOCK_REVOKE, &revoke));
+		EXPECT_ERRNO(EINVAL, ioctl(self->mock, DMABUF_MOCK_RESTORE, &restore));
 	}
 	test_err_rw(EINVAL, fd, 1U << 31, 0, &byte, 1);
 	test_err_rw(EINVAL, fd, 0, page_size, &byte, 1);
@@ -298,6 +306,7 @@ TEST_F(dmabuf_mock, bad_input)
 	test_err_query(EBADF, 1 << 20, 0);
 	EXPECT_ERRNO(ENOTTY, ioctl(self->mock, _IO(DMABUF_MOCK_TYPE, 0x7f)));
 
+	stats.size = sizeof(stats);
 	stats.flags = 1;
 	EXPECT_ERRNO(EINVAL, ioctl(self->mock, DMABUF_MOCK_STATS, &stats));
 }
@@ -324,6 +333,62 @@ TEST_F(dmabuf_mock, not_our_dmabuf)
 	close(fd);
 	close(memfd);
 	close(dev);
+}
+
+/*
+ * Every command starts with its size and the ioctl number does not encode
+ * it (dmabuf_mock.h): a caller built against a newer header, with a longer
+ * struct, is served when the bytes this module does not know are zero, and
+ * refused with E2BIG when they are not; a struct shorter than the command's
+ * first version is refused with EINVAL.
+ */
+TEST_F(dmabuf_mock, cmd_size)
+{
+	struct {
+		struct dmabuf_mock_query q;
+		uint64_t newer;
+	} query;
+	struct {
+		struct dmabuf_mock_create c;
+		uint32_t newer[3];
+	} create;
+	struct dmabuf_mock_stats stats;
+	int fd;
+
+	memset(&create, 0, sizeof(create));
+	create.c.size = sizeof(create);
+	create.c.length = page_size;
+	ASSERT_EQ(0, ioctl(self->mock, DMABUF_MOCK_CREATE, &create));
+	fd = create.c.fd;
+	ASSERT_LE(0, fd);
+
+	memset(&query, 0, sizeof(query));
+	query.q.size = sizeof(query);
+	query.q.fd = fd;
+	ASSERT_EQ(0, ioctl(self->mock, DMABUF_MOCK_QUERY, &query));
+	EXPECT_EQ(page_size, query.q.length);
+	EXPECT_EQ(0, query.q.attachments);
+	EXPECT_EQ(0, query.q.state);
+
+	query.newer = 1;
+	EXPECT_ERRNO(E2BIG, ioctl(self->mock, DMABUF_MOCK_QUERY, &query));
+	create.newer[2] = 1;
+	EXPECT_ERRNO(E2BIG, ioctl(self->mock, DMABUF_MOCK_CREATE, &create));
+
+	memset(&query, 0, sizeof(query));
+	query.q.fd = fd;
+	query.q.size = sizeof(query.q) - 8;
+	EXPECT_ERRNO(EINVAL, ioctl(self->mock, DMABUF_MOCK_QUERY, &query));
+	query.q.size = 0;
+	EXPECT_ERRNO(EINVAL, ioctl(self->mock, DMABUF_MOCK_QUERY, &query));
+	create.c.size = offsetof(struct dmabuf_mock_create, fd);
+	create.newer[2] = 0;
+	EXPECT_ERRNO(EINVAL, ioctl(self->mock, DMABUF_MOCK_CREATE, &create));
+
+	/* The refused CREATEs made nothing. */
+	test_cmd_stats(&stats);
+	EXPECT_EQ(self->before.buffers + 1, stats.buffers);
+	close(fd);
 }
 
 FIXTURE(dmabuf_mock_size) {

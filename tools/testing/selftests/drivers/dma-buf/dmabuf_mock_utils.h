@@ -29,6 +29,7 @@ static inline int _test_cmd_create(int mock, uint64_t length, uint32_t flags,
 				   int *fd)
 {
 	struct dmabuf_mock_create cmd = {
+		.size = sizeof(cmd),
 		.length = length,
 		.flags = flags,
 		.fd = -1,
@@ -51,6 +52,7 @@ static inline int _test_cmd_revoke(int mock, int fd, uint32_t flags,
 				   size_t holder_len)
 {
 	struct dmabuf_mock_revoke cmd = {
+		.size = sizeof(cmd),
 		.fd = fd,
 		.flags = flags,
 		.timeout_ms = timeout_ms,
@@ -70,7 +72,11 @@ static inline int _test_cmd_revoke(int mock, int fd, uint32_t flags,
 
 static inline int _test_cmd_restore(int mock, int fd, uint32_t flags)
 {
-	struct dmabuf_mock_restore cmd = { .fd = fd, .flags = flags };
+	struct dmabuf_mock_restore cmd = {
+		.size = sizeof(cmd),
+		.fd = fd,
+		.flags = flags,
+	};
 
 	return ioctl(mock, DMABUF_MOCK_RESTORE, &cmd);
 }
@@ -82,7 +88,11 @@ static inline int _test_cmd_restore(int mock, int fd, uint32_t flags)
 static inline int _test_cmd_query(int mock, int fd, uint32_t flags,
 				  struct dmabuf_mock_query *q)
 {
-	struct dmabuf_mock_query cmd = { .fd = fd, .flags = flags };
+	struct dmabuf_mock_query cmd = {
+		.size = sizeof(cmd),
+		.fd = fd,
+		.flags = flags,
+	};
 	int ret;
 
 	ret = ioctl(mock, DMABUF_MOCK_QUERY, &cmd);
@@ -107,6 +117,7 @@ static inline int _test_cmd_rw(int mock, int fd, uint32_t flags,
 			       uint64_t offset, void *buf, uint64_t length)
 {
 	struct dmabuf_mock_rw cmd = {
+		.size = sizeof(cmd),
 		.fd = fd,
 		.flags = flags,
 		.offset = offset,
@@ -126,7 +137,7 @@ static inline int _test_cmd_rw(int mock, int fd, uint32_t flags,
 
 static inline int _test_cmd_stats(int mock, struct dmabuf_mock_stats *s)
 {
-	struct dmabuf_mock_stats cmd = {};
+	struct dmabuf_mock_stats cmd = { .size = sizeof(cmd) };
 	int ret;
 
 	ret = ioctl(mock, DMABUF_MOCK_STATS, &cmd);
