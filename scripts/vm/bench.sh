@@ -65,9 +65,14 @@ ftrace_on() {
 		{ echo "bench: $(nproc) of $cpus CPUs back online" >&2; exit 1; }
 }
 cpus=$(nproc)
-if [ -n "${BENCH_PROFILE:-}" ] && [ -n "${BENCH_FTRACE:-}" ]; then
-	ftrace_on
+# What this run does: time the sections (""), or profile one with perf or
+# with a function_graph trace.
+mode=
+if [ -n "${BENCH_PROFILE:-}" ]; then
+	mode=perf
+	[ -n "${BENCH_FTRACE:-}" ] && mode=ftrace
 fi
+[ "$mode" = ftrace ] && ftrace_on
 pin=0
 if [ "${BENCH_PIN:-0}" = 1 ]; then
 	[ "$(nproc)" -ge 2 ] || { echo "bench: BENCH_PIN=1 needs 2 CPUs" >&2; exit 1; }
@@ -75,7 +80,7 @@ if [ "${BENCH_PIN:-0}" = 1 ]; then
 	pin=1
 fi
 # shellcheck disable=SC2086 # BENCH_ARGS is a list of options
-if [ -n "${BENCH_PROFILE:-}" ] && [ -n "${BENCH_FTRACE:-}" ]; then
+if [ "$mode" = ftrace ]; then
 	echo 1 > $t/tracing_on
 	"$bench" --sections "$BENCH_PROFILE" --pairs "${BENCH_PAIRS:-3}" \
 		--pin "$pin" --trace-marker 1 ${BENCH_ARGS:-} \
@@ -89,7 +94,7 @@ if [ -n "${BENCH_PROFILE:-}" ] && [ -n "${BENCH_FTRACE:-}" ]; then
 	grep -q 'LOST\|overrun' "$out/ftrace.txt" &&
 		echo "bench: the trace buffer overflowed" >&2
 	emit ftrace.txt
-elif [ -n "${BENCH_PROFILE:-}" ]; then
+elif [ "$mode" = perf ]; then
 	s=$BENCH_PROFILE
 	cpus=-a
 	[ "$pin" = 1 ] && cpus="-C 0"
