@@ -934,7 +934,6 @@ static int dmabuf_mock_copy_cmd(void *cmd, size_t ksize, size_t min,
 				const void __user *uarg)
 {
 	u32 usize;
-	int ret;
 
 	if (get_user(usize, (const u32 __user *)uarg))
 		return -EFAULT;
