@@ -80,14 +80,11 @@ kselftest: tree
 docs: tree
 	scripts/docs.sh
 
-## rdma-core     rdma-core's rxe provider + libibverbs with rdma-core/patches
-##               (ibv_reg_dmabuf_mr on rxe; the guests use it when built)
-rdma-core:
-	scripts/rdma-core.sh
-
-## rdma-core-pr  rdma-core 65.0 + rdma-core/upstream-pr, in place with
-##               pyverbs: the guests run its tests/test_mr.py dma-buf tests
-rdma-core-pr:
+## rdma-core     rdma-core 65.0 + rdma-core/upstream-pr, in place with
+##               pyverbs: the guests' rdma-core when built (ibv_reg_dmabuf_mr
+##               on rxe), and its tests/test_mr.py dma-buf tests
+##               (rdma-core-pr: the same)
+rdma-core rdma-core-pr:
 	scripts/rdma-core-pr.sh
 
 ## iproute2      iproute2's rdma tool with iproute2/patches (`rdma resource

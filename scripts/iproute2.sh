@@ -5,7 +5,7 @@
 # rdma.
 #
 # Source: the upstream tarball of Debian's iproute2 source package, fetched
-# through a private apt state as scripts/rdma-core.sh does and checked
+# through a private apt state as scripts/rdma-core-pr.sh does and checked
 # against the SHA256 of the archive's signed Sources index. The version is
 # pinned (IPROUTE2_VERSION, default 7.2.0-1, forky's): trixie's 6.15.0-1
 # (and bookworm-backports' 6.15.0-1~bpo12+1) are in the index, but the

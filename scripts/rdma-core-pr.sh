@@ -2,12 +2,16 @@
 # Build rdma-core as its pull request would leave it: rdma-core 65.0 (the
 # newest in Debian, sid's orig tarball, checked against the SHA256 of the
 # archive's signed Sources index) with rdma-core/upstream-pr/*.patch, in
-# place (cmake -DIN_PLACE=1) with pyverbs, so that its own tests
-# (build/bin/run_tests.py, tests/test_mr.py's dma-buf tests) run in the
-# guests from the build tree (scripts/vm/rdma-core-tests.sh). Builds what
-# those tests load: libibverbs, librdmacm, the rxe provider and pyverbs.
-# Nothing of it is installed or mounted over the guests' rdma-core (that is
-# scripts/rdma-core.sh's 56.1 build).
+# place (cmake -DIN_PLACE=1) with pyverbs. It is the guests' one rdma-core:
+# scripts/vm/guest-init mounts its libraries over the host's of the same
+# soname (libibverbs, librdmacm, and libmlx5, libefa, libmana and libmlx4,
+# which use libibverbs' private ABI, the build's own: perftest loads two of
+# them), and this libibverbs, built in place, loads its providers, rxe's
+# with reg_dmabuf_mr among them, from the build tree; rdma-core's own tests
+# (build/bin/run_tests.py, tests/test_mr.py's dma-buf tests) run from it
+# too (scripts/vm/rdma-core-tests.sh). Builds what they load: those
+# libraries, every provider and pyverbs, and checks that each library
+# exports every versioned symbol the host's of its name does.
 #
 # usage: scripts/rdma-core-pr.sh [BUILD_DIR]
 # Output: BUILD_DIR/rdma-core-pr/obj/bin/run_tests.py (prints its path).
@@ -34,6 +38,7 @@ cmake_flags=(-GNinja -DIN_PLACE=1 -DCMAKE_BUILD_TYPE=Release -DNO_MAN_PAGES=1
 stamp=$({
 	echo "$VERSION"
 	echo "${cmake_flags[*]}"
+	echo "libraries and providers for the guests"
 	for p in "${patches[@]}"; do echo "$p"; cat "$pdir/$p"; done
 } | sha256sum | cut -d' ' -f1)
 if [ "$(cat "$out/.stamp" 2>/dev/null)" = "$stamp" ] && [ -x "$obj/bin/run_tests.py" ]; then
@@ -88,9 +93,12 @@ nice -n 10 cmake -S "$src" -B "$obj" "${cmake_flags[@]}" > "$out/cmake.log" 2>&1
 }
 grep -q "^FIND_PACKAGE_MESSAGE_DETAILS_cython:" "$obj/CMakeCache.txt" ||
 	die "cmake found no Cython: pyverbs would not be built (log: $out/cmake.log)"
-# pyverbs (every python/ target), the rxe provider and the test runner.
+# pyverbs (every python/ target), the providers (the guests' libibverbs
+# loads every one its config names, and warns for each that is missing),
+# the libraries of soname .so.1 and the test runner.
 mapfile -t targets < <(ninja -C "$obj" -t targets all |
-	sed -n 's/^\(python\/[^:]*\.so\): .*/\1/p; s/^\(lib\/librxe-rdmav[0-9]*\.so\): .*/\1/p;
+	sed -n 's/^\(python\/[^:]*\.so\): .*/\1/p; s/^\(lib\/lib[^:/]*-rdmav[0-9]*\.so\): .*/\1/p;
+		s/^\(lib\/lib[a-z0-9_]*\.so\.1\): .*/\1/p;
 		s/^\(bin\/run_tests\.py\): .*/\1/p; s/^\(etc\/libibverbs\.d\/rxe\.driver\): .*/\1/p' |
 	sort -u)
 [ ${#targets[@]} -gt 10 ] || die "no pyverbs targets in the build"
@@ -100,6 +108,41 @@ nice -n 10 ninja -C "$obj" -j2 "${targets[@]}" > "$out/ninja.log" 2>&1 || {
 }
 exec 9>&-
 [ -x "$obj/bin/run_tests.py" ] || die "no $obj/bin/run_tests.py after the build"
+
+# What the guests mount over the host's libraries must stand in for them:
+# every versioned symbol a host library exports (the host's programs may
+# use it) must be exported by the built one of the same soname, private
+# ABIs aside (IBVERBS_PRIVATE_NN belongs to one build: every host library
+# that uses it is replaced as well, and the built libibverbs loads only
+# the built providers).
+ma=$(gcc -dumpmachine)
+exports() {
+	objdump -T "$1" | awk '$0 !~ /\*UND\*/ && NF >= 3 {
+		v = $(NF-1); gsub(/[()]/, "", v)
+		if (v ~ /^[A-Z0-9]+_[0-9.]+$/) print $NF "@" v
+	}' | sort -u
+}
+mounted=0
+for built in "$obj"/lib/lib*.so.1; do
+	host=/usr/lib/$ma/${built##*/}
+	[ -e "$host" ] || continue
+	missing=$(comm -23 <(exports "$(readlink -f "$host")") <(exports "$(readlink -f "$built")"))
+	[ -z "$missing" ] || die "the built ${built##*/} lacks symbols of the host's: $missing"
+	mounted=$((mounted + 1))
+done
+[ "$mounted" -gt 0 ] || die "no built library has the soname of a host library"
+while read -r host; do
+	[ -L "$host" ] && continue
+	soname=$(objdump -p "$host" | awk '$1 == "SONAME" { print $2 }')
+	[ -e "$obj/lib/$soname" ] ||
+		die "$host uses libibverbs' private ABI and the build has no $soname to replace it"
+done < <(grep -l 'IBVERBS_PRIVATE_' /usr/lib/"$ma"/lib*.so.* 2>/dev/null)
+for d in "$obj"/etc/libibverbs.d/*.driver; do
+	p=$(awk '$1 == "driver" { print $2 }' "$d")
+	compgen -G "$p-rdmav*.so" > /dev/null || die "$d names $p, which was not built"
+done
+strings "$obj/lib/libibverbs.so.1" | grep -qxF "$obj/etc/libibverbs.d" ||
+	die "the built libibverbs does not read its providers from $obj/etc/libibverbs.d"
 echo "$stamp" > "$out/.stamp"
 echo "rdma-core-pr: $obj/bin/run_tests.py" >&2
 echo "$obj/bin/run_tests.py"

@@ -241,14 +241,10 @@ run_step() {
 			--select "$KSELFTEST_RUN"
 		;;
 	rdma-core)
-		# The guests use it when built, the distro's provider otherwise
-		# (scripts/vm/guest-init): a failure here is not hidden by them.
-		log "build: rdma-core rxe provider with rdma-core/patches"
-		single build-rdma-core "build: rdma-core rxe provider + libibverbs (rdma-core/patches)" \
-			"$top/scripts/rdma-core.sh" ||
-			echo "# rdma-core: build failed (log: $res/build-rdma-core.log); the guests fall back to the distro's rxe provider"
 		# rdma-core 65.0 + its pull request, in place with pyverbs: the
-		# guests run its tests/test_mr.py dma-buf tests from it.
+		# guests' one rdma-core (scripts/vm/guest-init mounts its
+		# libraries over the host's) and its tests/test_mr.py dma-buf
+		# tests, which the guests run from it.
 		log "build: rdma-core 65.0 + rdma-core/upstream-pr, in place, with pyverbs"
 		single build-rdma-core-pr "build: rdma-core 65.0 + upstream-pr with pyverbs (in place)" \
 			"$top/scripts/rdma-core-pr.sh"

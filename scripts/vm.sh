@@ -14,7 +14,7 @@
 #              modules (build/oot) installed over the stock ones (default)
 #   -k stock   Debian's prebuilt 7.3 kernel with only its own modules, and
 #              the distro's rdma-core and rdma tool (none of build/oot,
-#              build/rdma-core, build/iproute2): an unpatched peer
+#              build/rdma-core-pr, build/iproute2): an unpatched peer
 #   -k base    the in-tree kernel (make kernel), all modules from the tree
 #   -k debug   the in-tree debug kernel (make kernel-debug)
 #   -K IMAGE -M MODDIR  instead of -k: boot the kernel image IMAGE with the

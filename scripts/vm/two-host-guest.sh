@@ -52,7 +52,7 @@ if [ "$side" = b ]; then
 		esac
 	done
 	[ $(( taint >> 12 & 1 )) = 0 ] || die "kernel tainted by an out-of-tree module"
-	! grep -qE 'libibverbs|librxe' /proc/self/mountinfo ||
+	! grep -qE 'libibverbs|librdmacm|librxe' /proc/self/mountinfo ||
 		die "rdma-core is not the distro's (bind mount over it)"
 	say "stock: Debian's modules, no out-of-tree module, distro rdma-core"
 else
@@ -62,10 +62,10 @@ else
 		*) die "module $m is not ours" ;;
 		esac
 	done
-	if grep -q librxe /proc/self/mountinfo; then
-		say "rdma-core rxe provider: patched"
+	if grep -q libibverbs /proc/self/mountinfo; then
+		say "rdma-core: the pull request's (rxe reg_dmabuf_mr)"
 	else
-		say "rdma-core rxe provider: distro (the tool uses the raw ioctl)"
+		say "rdma-core: distro (the tool uses the raw ioctl)"
 	fi
 fi
 rdma link add rxe0 type rxe netdev "$nic"
