@@ -926,54 +926,34 @@ static struct dma_buf *dmabuf_mock_get(int fd)
 }
 
 /*
- * Copy in a command that starts with its size (dmabuf_mock.h): at least
- * @min bytes, what the caller left out zeroed, what it passed beyond
- * @ksize refused unless zero.
+ * A command on its way through dmabuf_mock_ioctl(), as iommufd's struct
+ * iommufd_ucmd: @cmd holds the struct copied in, @user_size what the caller
+ * said its struct is.
  */
-static int dmabuf_mock_copy_cmd(void *cmd, size_t ksize, size_t min,
-				const void __user *uarg)
-{
-	u32 usize;
-
-	if (get_user(usize, (const u32 __user *)uarg))
-		return -EFAULT;
-	if (usize < min)
-		return -EINVAL;
-	return copy_struct_from_user(cmd, ksize, uarg, usize);
-}
+struct dmabuf_mock_ucmd {
+	void __user *ubuffer;
+	u32 user_size;
+	void *cmd;
+};
 
 /* Write a command back, no more of it than the caller passed. */
-static int dmabuf_mock_copy_out(void __user *uarg, const void *cmd,
-				size_t ksize)
+static int dmabuf_mock_copy_out(struct dmabuf_mock_ucmd *ucmd, size_t ksize)
 {
-	u32 usize = *(const u32 *)cmd;
-
-	if (copy_to_user(uarg, cmd, min_t(size_t, usize, ksize)))
+	if (copy_to_user(ucmd->ubuffer, ucmd->cmd,
+			 min_t(size_t, ucmd->user_size, ksize)))
 		return -EFAULT;
 	return 0;
 }
 
-/* Each command's struct as it was when the command was added. */
-#define DMABUF_MOCK_MIN_CREATE offsetofend(struct dmabuf_mock_create, __reserved)
-#define DMABUF_MOCK_MIN_REVOKE offsetofend(struct dmabuf_mock_revoke, holder)
-#define DMABUF_MOCK_MIN_RESTORE offsetofend(struct dmabuf_mock_restore, __reserved)
-#define DMABUF_MOCK_MIN_QUERY offsetofend(struct dmabuf_mock_query, cpu_ends)
-#define DMABUF_MOCK_MIN_RW offsetofend(struct dmabuf_mock_rw, uptr)
-#define DMABUF_MOCK_MIN_STATS offsetofend(struct dmabuf_mock_stats, pages)
-
-static int dmabuf_mock_ioctl_create(void __user *uarg)
+static int dmabuf_mock_ioctl_create(struct dmabuf_mock_ucmd *ucmd)
 {
-	struct dmabuf_mock_create cmd;
+	struct dmabuf_mock_create *cmd = ucmd->cmd;
 	struct dma_buf *dmabuf;
 	int fd, ret;
 
-	ret = dmabuf_mock_copy_cmd(&cmd, sizeof(cmd), DMABUF_MOCK_MIN_CREATE,
-				   uarg);
-	if (ret)
-		return ret;
-	if (cmd.__reserved)
+	if (cmd->__reserved)
 		return -EINVAL;
-	dmabuf = dmabuf_mock_create(cmd.length, cmd.flags);
+	dmabuf = dmabuf_mock_create(cmd->length, cmd->flags);
 	if (IS_ERR(dmabuf))
 		return PTR_ERR(dmabuf);
 	fd = get_unused_fd_flags(O_CLOEXEC);
@@ -981,8 +961,8 @@ static int dmabuf_mock_ioctl_create(void __user *uarg)
 		dma_buf_put(dmabuf);
 		return fd;
 	}
-	cmd.fd = fd;
-	ret = dmabuf_mock_copy_out(uarg, &cmd, sizeof(cmd));
+	cmd->fd = fd;
+	ret = dmabuf_mock_copy_out(ucmd, sizeof(*cmd));
 	if (ret) {
 		put_unused_fd(fd);
 		dma_buf_put(dmabuf);
@@ -992,44 +972,36 @@ static int dmabuf_mock_ioctl_create(void __user *uarg)
 	return 0;
 }
 
-static int dmabuf_mock_ioctl_revoke(void __user *uarg)
+static int dmabuf_mock_ioctl_revoke(struct dmabuf_mock_ucmd *ucmd)
 {
-	struct dmabuf_mock_revoke cmd;
+	struct dmabuf_mock_revoke *cmd = ucmd->cmd;
 	struct dma_buf *dmabuf;
 	int ret;
 
-	ret = dmabuf_mock_copy_cmd(&cmd, sizeof(cmd), DMABUF_MOCK_MIN_REVOKE,
-				   uarg);
-	if (ret)
-		return ret;
-	if (cmd.out_flags || cmd.__reserved)
+	if (cmd->out_flags || cmd->__reserved)
 		return -EINVAL;
-	dmabuf = dmabuf_mock_get(cmd.fd);
+	dmabuf = dmabuf_mock_get(cmd->fd);
 	if (IS_ERR(dmabuf))
 		return PTR_ERR(dmabuf);
-	memset(cmd.holder, 0, sizeof(cmd.holder));
-	ret = __dmabuf_mock_revoke(dmabuf, cmd.flags, cmd.timeout_ms,
-				   cmd.holder, sizeof(cmd.holder),
-				   &cmd.out_flags);
+	memset(cmd->holder, 0, sizeof(cmd->holder));
+	ret = __dmabuf_mock_revoke(dmabuf, cmd->flags, cmd->timeout_ms,
+				   cmd->holder, sizeof(cmd->holder),
+				   &cmd->out_flags);
 	dma_buf_put(dmabuf);
 	if (ret && ret != -ETIMEDOUT)
 		return ret;
-	return dmabuf_mock_copy_out(uarg, &cmd, sizeof(cmd)) ?: ret;
+	return dmabuf_mock_copy_out(ucmd, sizeof(*cmd)) ?: ret;
 }
 
-static int dmabuf_mock_ioctl_restore(void __user *uarg)
+static int dmabuf_mock_ioctl_restore(struct dmabuf_mock_ucmd *ucmd)
 {
-	struct dmabuf_mock_restore cmd;
+	struct dmabuf_mock_restore *cmd = ucmd->cmd;
 	struct dma_buf *dmabuf;
 	int ret;
 
-	ret = dmabuf_mock_copy_cmd(&cmd, sizeof(cmd), DMABUF_MOCK_MIN_RESTORE,
-				   uarg);
-	if (ret)
-		return ret;
-	if (cmd.flags || cmd.__reserved)
+	if (cmd->flags || cmd->__reserved)
 		return -EINVAL;
-	dmabuf = dmabuf_mock_get(cmd.fd);
+	dmabuf = dmabuf_mock_get(cmd->fd);
 	if (IS_ERR(dmabuf))
 		return PTR_ERR(dmabuf);
 	ret = dmabuf_mock_restore(dmabuf);
@@ -1037,25 +1009,21 @@ static int dmabuf_mock_ioctl_restore(void __user *uarg)
 	return ret;
 }
 
-static int dmabuf_mock_ioctl_query(void __user *uarg)
+static int dmabuf_mock_ioctl_query(struct dmabuf_mock_ucmd *ucmd)
 {
-	struct dmabuf_mock_query cmd;
+	struct dmabuf_mock_query *cmd = ucmd->cmd;
 	struct dma_buf *dmabuf;
 	int ret;
 
-	ret = dmabuf_mock_copy_cmd(&cmd, sizeof(cmd), DMABUF_MOCK_MIN_QUERY,
-				   uarg);
-	if (ret)
-		return ret;
-	if (cmd.flags)
+	if (cmd->flags)
 		return -EINVAL;
-	dmabuf = dmabuf_mock_get(cmd.fd);
+	dmabuf = dmabuf_mock_get(cmd->fd);
 	if (IS_ERR(dmabuf))
 		return PTR_ERR(dmabuf);
-	ret = dmabuf_mock_query(dmabuf, &cmd);
+	ret = dmabuf_mock_query(dmabuf, cmd);
 	dma_buf_put(dmabuf);
 	if (!ret)
-		ret = dmabuf_mock_copy_out(uarg, &cmd, sizeof(cmd));
+		ret = dmabuf_mock_copy_out(ucmd, sizeof(*cmd));
 	return ret;
 }
 
@@ -1104,61 +1072,111 @@ static int dmabuf_mock_rw(struct dma_buf *dmabuf, struct dmabuf_mock_rw *cmd)
 	return ret;
 }
 
-static int dmabuf_mock_ioctl_rw(void __user *uarg)
+static int dmabuf_mock_ioctl_rw(struct dmabuf_mock_ucmd *ucmd)
 {
-	struct dmabuf_mock_rw cmd;
+	struct dmabuf_mock_rw *cmd = ucmd->cmd;
 	struct dma_buf *dmabuf;
 	int ret;
 
-	ret = dmabuf_mock_copy_cmd(&cmd, sizeof(cmd), DMABUF_MOCK_MIN_RW, uarg);
-	if (ret)
-		return ret;
-	if ((cmd.flags & ~DMABUF_MOCK_RW_WRITE) || cmd.__reserved)
+	if ((cmd->flags & ~DMABUF_MOCK_RW_WRITE) || cmd->__reserved)
 		return -EINVAL;
-	dmabuf = dmabuf_mock_get(cmd.fd);
+	dmabuf = dmabuf_mock_get(cmd->fd);
 	if (IS_ERR(dmabuf))
 		return PTR_ERR(dmabuf);
-	ret = dmabuf_mock_rw(dmabuf, &cmd);
+	ret = dmabuf_mock_rw(dmabuf, cmd);
 	dma_buf_put(dmabuf);
 	return ret;
 }
 
-static int dmabuf_mock_ioctl_stats(void __user *uarg)
+static int dmabuf_mock_ioctl_stats(struct dmabuf_mock_ucmd *ucmd)
 {
-	struct dmabuf_mock_stats cmd;
-	int ret;
+	struct dmabuf_mock_stats *cmd = ucmd->cmd;
 
-	ret = dmabuf_mock_copy_cmd(&cmd, sizeof(cmd), DMABUF_MOCK_MIN_STATS,
-				   uarg);
-	if (ret)
-		return ret;
-	if (cmd.flags)
+	if (cmd->flags)
 		return -EINVAL;
-	dmabuf_mock_stats(&cmd);
-	return dmabuf_mock_copy_out(uarg, &cmd, sizeof(cmd));
+	dmabuf_mock_stats(cmd);
+	return dmabuf_mock_copy_out(ucmd, sizeof(*cmd));
 }
 
+union dmabuf_mock_cmd_buffer {
+	struct dmabuf_mock_create create;
+	struct dmabuf_mock_revoke revoke;
+	struct dmabuf_mock_restore restore;
+	struct dmabuf_mock_query query;
+	struct dmabuf_mock_rw rw;
+	struct dmabuf_mock_stats stats;
+};
+
+/*
+ * @size: the command's struct as the module knows it; @min_size: the struct
+ * as it was when the command was added, up to and including the member
+ * DMABUF_MOCK_OP() names last
+ */
+struct dmabuf_mock_ioctl_op {
+	unsigned int size;
+	unsigned int min_size;
+	unsigned int ioctl_num;
+	int (*execute)(struct dmabuf_mock_ucmd *ucmd);
+};
+
+#define DMABUF_MOCK_CMD_BASE _IOC_NR(DMABUF_MOCK_CREATE)
+#define DMABUF_MOCK_OP(_ioctl, _fn, _struct, _last)                         \
+	[_IOC_NR(_ioctl) - DMABUF_MOCK_CMD_BASE] = {                        \
+		.size = sizeof(_struct) +                                   \
+			BUILD_BUG_ON_ZERO(sizeof(union dmabuf_mock_cmd_buffer) < \
+					  sizeof(_struct)),                 \
+		.min_size = offsetofend(_struct, _last),                    \
+		.ioctl_num = _ioctl,                                        \
+		.execute = _fn,                                             \
+	}
+
+static const struct dmabuf_mock_ioctl_op dmabuf_mock_ioctl_ops[] = {
+	DMABUF_MOCK_OP(DMABUF_MOCK_CREATE, dmabuf_mock_ioctl_create,
+		       struct dmabuf_mock_create, __reserved),
+	DMABUF_MOCK_OP(DMABUF_MOCK_REVOKE, dmabuf_mock_ioctl_revoke,
+		       struct dmabuf_mock_revoke, holder),
+	DMABUF_MOCK_OP(DMABUF_MOCK_RESTORE, dmabuf_mock_ioctl_restore,
+		       struct dmabuf_mock_restore, __reserved),
+	DMABUF_MOCK_OP(DMABUF_MOCK_QUERY, dmabuf_mock_ioctl_query,
+		       struct dmabuf_mock_query, cpu_ends),
+	DMABUF_MOCK_OP(DMABUF_MOCK_RW, dmabuf_mock_ioctl_rw,
+		       struct dmabuf_mock_rw, uptr),
+	DMABUF_MOCK_OP(DMABUF_MOCK_STATS, dmabuf_mock_ioctl_stats,
+		       struct dmabuf_mock_stats, pages),
+};
+
+/*
+ * Every command starts with its size (dmabuf_mock.h): copy in at least the
+ * command's first version, zero what the caller left out and refuse what it
+ * passed beyond the module's struct unless zero, then run the command.
+ */
 static long dmabuf_mock_ioctl(struct file *file, unsigned int cmd,
 			      unsigned long arg)
 {
-	void __user *uarg = (void __user *)arg;
+	union dmabuf_mock_cmd_buffer buf;
+	struct dmabuf_mock_ucmd ucmd = {
+		.ubuffer = (void __user *)arg,
+		.cmd = &buf,
+	};
+	const struct dmabuf_mock_ioctl_op *op;
+	unsigned int nr = _IOC_NR(cmd);
+	int ret;
 
-	switch (cmd) {
-	case DMABUF_MOCK_CREATE:
-		return dmabuf_mock_ioctl_create(uarg);
-	case DMABUF_MOCK_REVOKE:
-		return dmabuf_mock_ioctl_revoke(uarg);
-	case DMABUF_MOCK_RESTORE:
-		return dmabuf_mock_ioctl_restore(uarg);
-	case DMABUF_MOCK_QUERY:
-		return dmabuf_mock_ioctl_query(uarg);
-	case DMABUF_MOCK_RW:
-		return dmabuf_mock_ioctl_rw(uarg);
-	case DMABUF_MOCK_STATS:
-		return dmabuf_mock_ioctl_stats(uarg);
-	default:
+	if (nr < DMABUF_MOCK_CMD_BASE ||
+	    nr - DMABUF_MOCK_CMD_BASE >= ARRAY_SIZE(dmabuf_mock_ioctl_ops))
 		return -ENOTTY;
-	}
+	op = &dmabuf_mock_ioctl_ops[nr - DMABUF_MOCK_CMD_BASE];
+	if (op->ioctl_num != cmd)
+		return -ENOTTY;
+	if (get_user(ucmd.user_size, (const u32 __user *)ucmd.ubuffer))
+		return -EFAULT;
+	if (ucmd.user_size < op->min_size)
+		return -EINVAL;
+	ret = copy_struct_from_user(ucmd.cmd, op->size, ucmd.ubuffer,
+				    ucmd.user_size);
+	if (ret)
+		return ret;
+	return op->execute(&ucmd);
 }
 
 static const struct file_operations dmabuf_mock_fops = {
