@@ -65,11 +65,19 @@ public:
 	Mock(const Mock &) = delete;
 	Mock &operator=(const Mock &) = delete;
 
-	void create(uint64_t length, uint32_t flags = 0)
+	// A command as dmabuf_mock.h wants it: zeroed, its size set.
+	template <typename Cmd> static Cmd command()
 	{
-		dmabuf_mock_create c{};
+		Cmd c{};
 
 		c.size = sizeof(c);
+		return c;
+	}
+
+	void create(uint64_t length, uint32_t flags = 0)
+	{
+		auto c = command<dmabuf_mock_create>();
+
 		c.length = length;
 		c.flags = flags;
 		if (ioctl(dev_, DMABUF_MOCK_CREATE, &c))
@@ -84,9 +92,8 @@ public:
 	}
 	void rw(uint64_t off, void *buf, uint64_t len, bool write)
 	{
-		dmabuf_mock_rw r{};
+		auto r = command<dmabuf_mock_rw>();
 
-		r.size = sizeof(r);
 		r.flags = write ? DMABUF_MOCK_RW_WRITE : 0;
 		r.fd = fd_;
 		r.offset = off;
@@ -97,9 +104,8 @@ public:
 	}
 	dmabuf_mock_query query()
 	{
-		dmabuf_mock_query q{};
+		auto q = command<dmabuf_mock_query>();
 
-		q.size = sizeof(q);
 		q.fd = fd_;
 		if (ioctl(dev_, DMABUF_MOCK_QUERY, &q))
 			fail("DMABUF_MOCK_QUERY", errno);
@@ -107,9 +113,8 @@ public:
 	}
 	void revoke(uint32_t flags)
 	{
-		dmabuf_mock_revoke r{};
+		auto r = command<dmabuf_mock_revoke>();
 
-		r.size = sizeof(r);
 		r.fd = fd_;
 		r.flags = flags;
 		r.timeout_ms = 10000;
@@ -119,18 +124,16 @@ public:
 	}
 	void restore()
 	{
-		dmabuf_mock_restore r{};
+		auto r = command<dmabuf_mock_restore>();
 
-		r.size = sizeof(r);
 		r.fd = fd_;
 		if (ioctl(dev_, DMABUF_MOCK_RESTORE, &r))
 			fail("DMABUF_MOCK_RESTORE", errno);
 	}
 	dmabuf_mock_stats stats()
 	{
-		dmabuf_mock_stats s{};
+		auto s = command<dmabuf_mock_stats>();
 
-		s.size = sizeof(s);
 		if (ioctl(dev_, DMABUF_MOCK_STATS, &s))
 			fail("DMABUF_MOCK_STATS", errno);
 		return s;
