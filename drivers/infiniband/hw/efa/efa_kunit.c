@@ -15,6 +15,7 @@
 #include <kunit/static_stub.h>
 #include <kunit/test.h>
 #include <linux/dma-buf.h>
+#include <linux/ktime.h>
 #include <linux/slab.h>
 #include <rdma/ib_kunit_helpers.h>
 #include <rdma/ib_umem.h>
@@ -148,6 +149,9 @@ static int fatal_events(struct efa_fw *fw)
 	return ib_kunit_events_seen(fw->events, IB_EVENT_DEVICE_FATAL);
 }
 
+/* The admin queue's completion timeout, as a device may set it */
+#define CMD_TIMEOUT_MS 50
+
 static int efa_fw_init(struct kunit *test)
 {
 	struct efa_fw *fw;
@@ -166,6 +170,7 @@ static int efa_fw_init(struct kunit *test)
 	dev->edev.efa_dev = &dev->ibdev;
 	dev->edev.aq.efa_dev = &dev->ibdev;
 	set_bit(EFA_AQ_STATE_RUNNING_BIT, &dev->edev.aq.state);
+	dev->edev.aq.completion_timeout = CMD_TIMEOUT_MS * USEC_PER_MSEC;
 	dev->dev_attr.page_size_cap = PAGE_SIZE;
 	dev->dev_attr.device_caps = EFA_ADMIN_FEATURE_DEVICE_ATTR_DESC_RDMA_READ_MASK |
 				    EFA_ADMIN_FEATURE_DEVICE_ATTR_DESC_RDMA_WRITE_MASK;
@@ -346,8 +351,10 @@ static void test_dereg_fence_fails(struct kunit *test)
 /*
  * DEREG_MR refused for want of resources (-ENOMEM: the device's
  * RESOURCE_ALLOCATION_FAILURE) has not taken the MR off its memory, and the
- * device is fine: the driver tries again, and does not stop the device when
- * the retry succeeds.
+ * device is fine: the driver tries again, as long as a command may take to
+ * complete, and does not stop the device when a retry succeeds. Four
+ * refusals in a row: more than a handful of immediate retries would ride
+ * out.
  */
 static void test_fence_enomem_retried(struct kunit *test)
 {
@@ -361,38 +368,50 @@ static void test_fence_enomem_retried(struct kunit *test)
 	mr = reg_dmabuf_mr(test, fake_pd(test, fw->dev, 1), fd);
 	lkey = mr->ibmr.lkey;
 	fw->dereg_err = -ENOMEM;
-	fw->dereg_fails = 1;
+	fw->dereg_fails = 4;
 	KUNIT_ASSERT_EQ(test, ib_kunit_mock_revoke(dmabuf), 0);
-	KUNIT_EXPECT_EQ(test, fw->dereg_mrs, 2);
-	KUNIT_EXPECT_EQ(test, fw->dereg_key[1], lkey);
+	KUNIT_EXPECT_EQ(test, fw->dereg_mrs, 5);
+	KUNIT_EXPECT_EQ(test, fw->dereg_key[4], lkey);
 	KUNIT_EXPECT_EQ(test, fw->stops, 0);
 	KUNIT_EXPECT_EQ(test, fatal_events(fw), 0);
 	dereg(test, mr);
-	KUNIT_EXPECT_EQ(test, fw->dereg_mrs, 2);
+	KUNIT_EXPECT_EQ(test, fw->dereg_mrs, 5);
 	ib_kunit_expect_mock(test, dmabuf, 0, 0, 0);
 }
 
 /*
- * A DEREG_MR that keeps failing with -ENOMEM is tried three times, no more,
- * and then the device is stopped, before the memory is unmapped.
+ * A DEREG_MR that keeps failing with -ENOMEM is a fence that did not happen
+ * within the time a command may take: the driver tries again for at least
+ * the admin queue's completion timeout, not in a busy loop (at most one
+ * attempt a millisecond), and then stops the device, before the memory is
+ * unmapped.
  */
 static void test_fence_enomem_bounded(struct kunit *test)
 {
 	struct efa_fw *fw = test->priv;
 	struct dma_buf *dmabuf;
 	struct efa_mr *mr;
+	unsigned int fences;
+	ktime_t start;
+	s64 waited_ms;
 	int fd;
 
 	fd = ib_kunit_mock_fd(test, MR_BYTES, 0, &dmabuf);
 	mr = reg_dmabuf_mr(test, fake_pd(test, fw->dev, 1), fd);
 	fw->dereg_err = -ENOMEM;
+	start = ktime_get();
 	KUNIT_ASSERT_EQ(test, ib_kunit_mock_revoke(dmabuf), 0);
-	KUNIT_EXPECT_EQ(test, fw->dereg_mrs, 3);
+	waited_ms = ktime_ms_delta(ktime_get(), start);
+	KUNIT_EXPECT_GE(test, waited_ms, CMD_TIMEOUT_MS);
+	fences = fw->dereg_mrs;
+	KUNIT_EXPECT_GE(test, fences, 2);
+	KUNIT_EXPECT_LE(test, (s64)fences, waited_ms + 1);
 	KUNIT_EXPECT_EQ(test, fw->stops, 1);
 	KUNIT_EXPECT_EQ(test, fatal_events(fw), 1);
 	KUNIT_EXPECT_TRUE(test, fw->mapped_at_stop);
 	dereg(test, mr);
-	KUNIT_EXPECT_EQ(test, fw->dereg_mrs, 3);
+	KUNIT_EXPECT_EQ(test, fw->dereg_mrs, fences);
+	KUNIT_EXPECT_EQ(test, fw->stops, 1);
 	ib_kunit_expect_mock(test, dmabuf, 0, 0, 0);
 }
 
