@@ -243,20 +243,47 @@ echo "vm: $kind kernel $kver, accel $accel, timeout ${timeout}s, run in $run" >&
 : > "$run/out.log"
 : > "$run/out.times"
 start=$EPOCHSECONDS
+# QEMU runs under timeout, in timeout's own process group, where a
+# terminal's Ctrl-C does not reach it, and it holds the VM lock (fd 9): on
+# SIGINT, SIGTERM or SIGHUP stop it (timeout passes the SIGTERM on to QEMU,
+# and kills it 10 s later if it is still there), wait for it, and only then
+# exit, which lets the lock go.
+qpid= tpid=
+stop_guest() {
+	trap '' INT TERM HUP
+	if [ -n "$qpid" ] && kill -0 "$qpid" 2>/dev/null; then
+		echo "vm: SIG$1: stopping QEMU (pid $(cat "$run/qemu.pid" 2>/dev/null || echo '?'))" >&2
+		kill -TERM "$qpid" 2>/dev/null || true
+		wait "$qpid" 2>/dev/null || true
+	fi
+	# tail ends within a second of QEMU
+	[ -z "$tpid" ] || wait "$tpid" 2>/dev/null || true
+	# Die of the signal: a shell that waits for this one goes on with
+	# its next command unless its child was killed by SIGINT.
+	trap - "$1"
+	kill "-$1" $$
+}
+trap 'stop_guest INT' INT
+trap 'stop_guest TERM' TERM
+trap 'stop_guest HUP' HUP
 timeout -k 10 "$timeout" "${qemu[@]}" -append "$cmdline" \
 	> "$run/qemu.log" 2>&1 &
 qpid=$!
 # Each line also goes to out.times with the seconds since QEMU started
-# (scripts/test.sh reports how long each test took from it).
+# (scripts/test.sh reports how long each test took from it). In the
+# background: a trap runs at once only while the shell waits with `wait`.
 tail -n +1 --pid=$qpid -f "$run/out.log" |
 	while IFS= read -r line; do
 		printf '%d %s\n' $((EPOCHSECONDS - start)) "$line" >> "$run/out.times"
 		case $line in REVOKE-VM-EXIT\ *) ;; *) printf '%s\n' "$line" ;; esac
-	done || true
+	done 9>&- &
+tpid=$!
 set +e
+wait $tpid
 wait $qpid
 qrc=$?
 set -e
+trap - INT TERM HUP
 secs=$(( $(date +%s) - start ))
 
 fail='' cmd_only=''
