@@ -1119,9 +1119,8 @@ struct dmabuf_mock_ioctl_op {
 	int (*execute)(struct dmabuf_mock_ucmd *ucmd);
 };
 
-#define DMABUF_MOCK_CMD_BASE _IOC_NR(DMABUF_MOCK_CREATE)
 #define DMABUF_MOCK_OP(_ioctl, _fn, _struct, _last)                         \
-	[_IOC_NR(_ioctl) - DMABUF_MOCK_CMD_BASE] = {                        \
+	{                                                                   \
 		.size = sizeof(_struct) +                                   \
 			BUILD_BUG_ON_ZERO(sizeof(union dmabuf_mock_cmd_buffer) < \
 					  sizeof(_struct)),                 \
@@ -1130,6 +1129,8 @@ struct dmabuf_mock_ioctl_op {
 		.execute = _fn,                                             \
 	}
 
+/* In the order of their numbers, from DMABUF_MOCK_CMD_BASE */
+#define DMABUF_MOCK_CMD_BASE _IOC_NR(DMABUF_MOCK_CREATE)
 static const struct dmabuf_mock_ioctl_op dmabuf_mock_ioctl_ops[] = {
 	DMABUF_MOCK_OP(DMABUF_MOCK_CREATE, dmabuf_mock_ioctl_create,
 		       struct dmabuf_mock_create, __reserved),
