@@ -11,7 +11,7 @@ B := $(TOP)/build
 KSELFTEST_TARGETS ?= rdma drivers/dma-buf
 export KSELFTEST_TARGETS
 
-.PHONY: help deps fetch tree export series modules kernel kernel-debug \
+.PHONY: help deps fetch pin tree export series modules kernel kernel-debug \
 	rdma-core-pr base-check \
 	kselftest docs rdma-core iproute2 userspace demo vm test check \
 	bisect-check stress qemu-plugin qemu-plugin-check bench bench-profile \
@@ -25,11 +25,18 @@ help:
 deps:
 	scripts/deps.sh
 
-## fetch         download Linux 7.3 (source, image, headers) from Debian
+## fetch         download the base, Debian's Linux 7.3 (source, image,
+##               headers) as configs/base.pin names it, by version and
+##               SHA256 (DEBIAN_MIRROR=URL: another Debian mirror)
 fetch: $(B)/.unpacked
-$(B)/.unpacked: scripts/fetch.sh scripts/unpack.sh
+$(B)/.unpacked: configs/base.pin scripts/fetch.sh scripts/unpack.sh
 	scripts/fetch.sh $(B)
 	scripts/unpack.sh $(B)
+
+## pin           move the base on purpose: rewrite configs/base.pin with
+##               the newest 7.3.x of trixie-backports (then commit it)
+pin:
+	scripts/fetch.sh --pin
 
 ## tree          build/linux: v7.3 + patches/series as git commits
 ##               (refuses to drop unexported work; FORCE=1 drops it)

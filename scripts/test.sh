@@ -190,6 +190,8 @@ run_step() {
 		# scripts/vm.sh's retry of a guest that died in boot-time code
 		# patching under MTTCG (no guest boots: a stand-in for QEMU).
 		tapstep vm-retry "scripts/test-vm-retry.sh" "$top/scripts/test-vm-retry.sh"
+		# scripts/fetch.sh on a made-up pin from file:// mirrors.
+		tapstep fetch "scripts/test-fetch.sh" "$top/scripts/test-fetch.sh"
 		;;
 	series)
 		log "host: series round trip; the mail series (b4), read back"
