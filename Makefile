@@ -129,6 +129,7 @@ vm:
 ## test          everything CI runs: host tests, builds, guest runs, totals;
 ##               installs the host packages it needs first (root)
 test:
+	scripts/requirements.sh
 	scripts/deps.sh
 	$(MAKE) tree
 	scripts/test.sh
@@ -136,6 +137,7 @@ test:
 ## test-base     the in-tree base kernel (no debug options) and its guest,
 ##               which make test leaves out (README, "What was tested on what")
 test-base:
+	scripts/requirements.sh
 	scripts/deps.sh
 	$(MAKE) tree
 	scripts/test.sh kselftest kernel-base guest-base

@@ -632,10 +632,12 @@ class DmaBufMRTest(unittest.TestCase):
         shutil.copy(os.path.join(TOP, ".ci", "run"),
                     os.path.join(root, ".ci"))
         passing = "echo 'TAP version 13'; echo 1..1; echo 'ok 1 stand-in'\n"
-        for f in ("test-vm-retry.sh", "test-series.sh", "series-check.sh",
+        for f in ("test-vm-retry.sh", "test-fetch.sh", "test-progress.sh",
+                  "test-series.sh", "series-check.sh",
                   "base-check.sh", "oot.sh", "kernel.sh", "lint.sh",
                   "docs.sh", "rdma-core-pr.sh", "iproute2.sh",
-                  "bench-smoke.sh", "deps.sh"):
+                  "bench-smoke.sh", "deps.sh", "requirements.sh",
+                  "test-requirements.sh"):
             write(os.path.join(sd, f), "#!/bin/bash\n" + passing)
         for f in ("test-results.py", "test-bench-report.py", "takeable.py"):
             write(os.path.join(sd, f), "import os\nos.system(%r)\n" % passing)

@@ -21,7 +21,8 @@
 set -u
 
 top=$(cd "$(dirname "$0")/.." && pwd)
-res=$top/build/results
+# TEST_RESULTS: another results directory (scripts/test-progress.sh).
+res=${TEST_RESULTS:-$top/build/results}
 mkdir -p "$res"
 # The default run: prep_steps, then bg_steps next to vm_steps (below).
 # The base kernel (kernel-base, guest-base) is not in it: results/README.md,
@@ -47,12 +48,72 @@ KSELFTEST_RUN=${KSELFTEST_RUN:-rdma drivers/dma-buf:dmabuf_mock drivers/dma-buf:
 KUNIT_SUITES=${KUNIT_SUITES:-dmabuf_kunit:dmabuf_mock umem_dmabuf_kunit:ib_umem_dmabuf rxe_dmabuf_kunit:rxe_dmabuf mana_ib_kunit:mana_ib_dmabuf_mr efa_kunit:efa_dmabuf_mr mlx5_ib_kunit:mlx5_dd_dmabuf_mr ionic_kunit:ionic_dmabuf_mr bnxt_re_kunit:bnxt_re_dmabuf_mr}
 log() { printf '\n### %s\n' "$*"; }
 
+# Progress. Each step's heading says how long it took the last time
+# (build/results/step-times.last: every step's time, appended as it ends),
+# or on a fresh clone on the 2-core CI machine (results/step-times.txt)
+# when it never ran here; each command says where its log is as it
+# starts; and a foreground step prints a line every TEST_HEARTBEAT
+# seconds (default 60; 0: none) with its time so far and its log. The
+# background steps' lines go to background.log, printed at the end.
+in_bg= hb=
+dur() {
+	if [ "$1" -lt 90 ]; then echo "$1 s"; else echo "$(( ($1 + 30) / 60 )) min"; fi
+}
+expected() {
+	local t
+	t=$(awk -v s="$1" '$1 == s { t = $2 } END { print t }' "$res/step-times.last" 2>/dev/null)
+	if [ -n "$t" ]; then
+		echo "$(dur "$t") the last time here"
+		return
+	fi
+	t=$(awk -v s="$1" '$1 == s { t = $2 } END { print t }' \
+		"${TEST_STEP_TIMES:-$top/results/step-times.txt}" 2>/dev/null)
+	[ -z "$t" ] || echo "$(dur "$t") on a fresh clone with 2 cores"
+}
+# The heading of step $step (run_step), and its heartbeat.
+begin() {
+	local e
+	e=$(expected "$step")
+	log "$1${e:+ (about $e)}"
+	hb_start "$step" "$e"
+}
+# The log the heartbeat names: the command running in the foreground.
+running() {
+	echo "  > $1 (log: ${2#"$top"/})"
+	[ -n "$in_bg" ] || echo "${2#"$top"/}" > "$res/.running"
+}
+hb_start() {
+	local every=${TEST_HEARTBEAT:-60}
+	[ -z "$in_bg" ] && [ "$every" != 0 ] || return 0
+	hb_stop
+	rm -f "$res/.running"
+	(
+		t0=$EPOCHSECONDS s=
+		trap 'kill $s 2>/dev/null; exit 0' TERM
+		while :; do
+			sleep "$every" &
+			s=$!
+			wait "$s"
+			cur=$(cat "$res/.running" 2>/dev/null)
+			echo "  ... $1: $(dur $((EPOCHSECONDS - t0))) so far${2:+ (about $2)}${cur:+; log: $cur}"
+		done
+	) &
+	hb=$!
+}
+hb_stop() {
+	[ -n "$hb" ] || return 0
+	kill "$hb" 2>/dev/null
+	wait "$hb" 2>/dev/null
+	hb=
+}
+
 # One TAP file for a command: "ok 1 NAME" or "not ok 1 NAME" with the tail
 # of its log.
 single() {
 	local file=$1 name=$2
 	shift 2
 	local start=$(date +%s)
+	running "$name" "$res/$file.log"
 	"$@" > "$res/$file.log" 2>&1
 	local rc=$?
 	local secs=$(( $(date +%s) - start ))
@@ -77,6 +138,7 @@ single() {
 tapstep() {
 	local file=$1 name=$2
 	shift 2
+	running "$name" "$res/$file.log"
 	"$@" > "$res/$file.tap" 2> "$res/$file.log"
 	local rc=$?
 	python3 "$top/scripts/tap-close.py" "$res/$file.tap" "$name" "$rc"
@@ -133,6 +195,8 @@ guest() {
 		return
 	fi
 	local start=$EPOCHSECONDS rc
+	running "guest $kind (its console: build/vm/$name/console.log)" \
+		"$top/build/vm/$name/out.log"
 	"$top/scripts/vm.sh" -k "$kind" -n "$name" -t "${VM_TIMEOUT:-1500}" -- "$cmd" \
 		> "$res/$name-vm.log" 2>&1
 	rc=$?
@@ -183,7 +247,7 @@ run_step() {
 	local step=$1 t0=$EPOCHSECONDS
 	case $step in
 	manifest)
-		log "host: result accounting (tap-sum, ktap-flatten, the manifest) and the README's table"
+		begin "host: result accounting (tap-sum, ktap-flatten, the manifest) and the README's table"
 		tapstep manifest-tests "scripts/test-results.py" python3 "$top/scripts/test-results.py"
 		tapstep manifest-readme "scripts/manifest.py readme" \
 			python3 "$top/scripts/manifest.py" readme "$top/README.md"
@@ -192,9 +256,13 @@ run_step() {
 		tapstep vm-retry "scripts/test-vm-retry.sh" "$top/scripts/test-vm-retry.sh"
 		# scripts/fetch.sh on a made-up pin from file:// mirrors.
 		tapstep fetch "scripts/test-fetch.sh" "$top/scripts/test-fetch.sh"
+		# Its own progress lines, with a stand-in for make.
+		tapstep progress "scripts/test-progress.sh" "$top/scripts/test-progress.sh"
+		# The machine's requirements, on made-up machines.
+		tapstep requirements "scripts/test-requirements.sh" "$top/scripts/test-requirements.sh"
 		;;
 	series)
-		log "host: series round trip; the mail series (b4), read back"
+		begin "host: series round trip; the mail series (b4), read back"
 		tapstep series-roundtrip "scripts/test-series.sh" "$top/scripts/test-series.sh"
 		# mail/: fresh, and git am of each series onto the base.
 		tapstep takeable "scripts/takeable.py check" \
@@ -209,7 +277,7 @@ run_step() {
 		tapstep base-check "scripts/base-check.sh" "$top/scripts/base-check.sh"
 		;;
 	oot)
-		log "build: out-of-tree modules against Debian's 7.3 headers"
+		begin "build: out-of-tree modules against Debian's 7.3 headers"
 		single build-oot "build: out-of-tree modules" "$top/scripts/oot.sh"
 		;;
 	kernels)
@@ -217,23 +285,23 @@ run_step() {
 		run_step kernel-debug
 		;;
 	kernel-base)
-		log "build: in-tree base kernel"
+		begin "build: in-tree base kernel"
 		single build-base "build: in-tree base kernel" "$top/scripts/kernel.sh" base
 		;;
 	kernel-debug)
-		log "build: in-tree debug kernel"
+		begin "build: in-tree debug kernel"
 		single build-debug "build: in-tree debug kernel" "$top/scripts/kernel.sh" debug
 		;;
 	lint)
-		log "static checks of our new files: W=1, sparse, kernel-doc"
+		begin "static checks of our new files: W=1, sparse, kernel-doc"
 		tapstep lint "scripts/lint.sh" "$top/scripts/lint.sh"
 		;;
 	docs)
-		log "docs: Sphinx build of Documentation/infiniband"
+		begin "docs: Sphinx build of Documentation/infiniband"
 		tapstep docs "scripts/docs.sh" "$top/scripts/docs.sh"
 		;;
 	kselftest)
-		log "build: kselftests ($KSELFTEST_TARGETS) from the patched tree"
+		begin "build: kselftests ($KSELFTEST_TARGETS) from the patched tree"
 		single build-kselftest "build: kselftests" make -s -C "$top" kselftest
 		# Every program scripts/test-manifest.txt expects is installed,
 		# and lists the cases it expects (the rdma programs are not
@@ -247,20 +315,20 @@ run_step() {
 		# guests' one rdma-core (scripts/vm/guest-init mounts its
 		# libraries over the host's) and its tests/test_mr.py dma-buf
 		# tests, which the guests run from it.
-		log "build: rdma-core 65.0 + rdma-core/upstream-pr, in place, with pyverbs"
+		begin "build: rdma-core 65.0 + rdma-core/upstream-pr, in place, with pyverbs"
 		single build-rdma-core-pr "build: rdma-core 65.0 + upstream-pr with pyverbs (in place)" \
 			"$top/scripts/rdma-core-pr.sh"
 		;;
 	iproute2)
 		# Like rdma-core: the guests use it when built, the distro's
 		# rdma tool otherwise, and rdma-tool-check.sh then skips.
-		log "build: iproute2 rdma tool with iproute2/patches"
+		begin "build: iproute2 rdma tool with iproute2/patches"
 		single build-iproute2 "build: iproute2 rdma tool (iproute2/patches)" \
 			"$top/scripts/iproute2.sh" ||
 			echo "# iproute2: build failed (log: $res/build-iproute2.log); the guests fall back to the distro's rdma tool"
 		;;
 	userspace)
-		log "build: project tools in userspace/ (revoke_demo, revoke_bench)"
+		begin "build: project tools in userspace/ (revoke_demo, revoke_bench)"
 		single build-userspace "build: userspace tools (revoke_demo, revoke_bench)" \
 			make -s -C "$top" userspace
 		;;
@@ -268,28 +336,30 @@ run_step() {
 		# The report's arithmetic on made-up samples (host), then make
 		# bench with 2 pairs (guests): that it runs and reports, not
 		# how fast anything is.
-		log "bench: report tests (host), then a 2-pair make bench (QEMU)"
+		begin "bench: report tests (host), then a 2-pair make bench (QEMU)"
 		tapstep bench-report "scripts/test-bench-report.py" \
 			python3 "$top/scripts/test-bench-report.py"
 		tapstep bench-smoke "scripts/bench-smoke.sh" "$top/scripts/bench-smoke.sh"
 		;;
 	guest-debian)
-		log "guest: Debian 7.3 kernel + our out-of-tree modules"
+		begin "guest: Debian 7.3 kernel + our out-of-tree modules"
 		guest debian ;;
 	guest-base)
-		log "guest: in-tree base kernel"
+		begin "guest: in-tree base kernel"
 		guest base ;;
 	guest-debug)
-		log "guest: in-tree debug kernel (KASAN, lockdep, kmemleak, ...)"
+		begin "guest: in-tree debug kernel (KASAN, lockdep, kmemleak, ...)"
 		guest debug ;;
 	*) echo "test: unknown step $step" >&2; exit 2 ;;
 	esac
+	hb_stop
 	echo "$step $((EPOCHSECONDS - t0))" >> "$res/step-times"
+	echo "$step $((EPOCHSECONDS - t0))" >> "$res/step-times.last"
 }
 
 
 rm -f "$res"/*.tap "$res"/guest-*.times "$res/times.md" "$res/step-times" \
-	"$res/background.log"
+	"$res/background.log" "$res/.running"
 overlap=${TEST_OVERLAP:-1}
 [ "$(nproc)" -ge 2 ] || overlap=0
 if [ -n "$*" ] || [ "$overlap" = 0 ]; then
@@ -307,6 +377,7 @@ else
 	done
 	log "background, at nice 10: $bg_steps (output at the end)"
 	(
+		in_bg=1
 		renice -n 10 -p "$BASHPID" > /dev/null
 		for step in $bg_steps; do
 			run_step "$step"
@@ -316,10 +387,13 @@ else
 	bg=$!
 	rm -f "$res/.kernel-debug.done"
 	for step in $vm_steps; do
-		if [ "$step" = guest-debug ]; then
+		if [ "$step" = guest-debug ] && [ ! -e "$res/.kernel-debug.done" ]; then
+			step=kernel-debug begin "waiting for the debug kernel's build (in the background)"
+			echo "${res#"$top"/}/build-debug.log" > "$res/.running"
 			while [ ! -e "$res/.kernel-debug.done" ] && kill -0 "$bg" 2>/dev/null; do
 				sleep 5
 			done
+			hb_stop
 		fi
 		run_step "$step"
 	done
