@@ -13,4 +13,4 @@ source "$(dirname "$0")/rxe_dmabuf_lib.sh"
 
 rxe_dmabuf_init dmabuf_mr_fail_nth 217
 rxe_dmabuf_scratch
-RDMA_DEV="$RXE0" RDMA_SCRATCH_NETDEV="$VETH1" "$PROG"
+RDMA_DEV="$RXE0" RDMA_SCRATCH_NETDEV="$VETH1" "$PROG" "$@"

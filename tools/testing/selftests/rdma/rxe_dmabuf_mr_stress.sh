@@ -13,4 +13,4 @@ source "$(dirname "$0")/rxe_dmabuf_lib.sh"
 
 rxe_dmabuf_init dmabuf_mr_stress 216
 rxe_dmabuf_pair
-RDMA_DEV="$RXE0" RDMA_PEER_DEV="$RXE1" "$PROG"
+RDMA_DEV="$RXE0" RDMA_PEER_DEV="$RXE1" "$PROG" "$@"
