@@ -15,7 +15,7 @@ export KSELFTEST_TARGETS
 	rdma-core-pr base-check \
 	kselftest docs rdma-core iproute2 userspace demo vm test check \
 	bisect-check stress qemu-plugin qemu-plugin-check bench bench-profile \
-	two-host dkms dkms-check clean test-base coverage
+	two-host dkms dkms-check clean test-base test-one coverage
 
 help:
 	@sed -n 's/^## //p' $(MAKEFILE_LIST)
@@ -133,6 +133,17 @@ test:
 	scripts/deps.sh
 	$(MAKE) tree
 	scripts/test.sh
+
+## test-one      one test in a guest: T=COLLECTION:PROGRAM (e.g.
+##               rdma:dmabuf_mr) with ARGS for it (e.g. "-r FIXTURE.VARIANT.TEST"
+##               for one case), or T=kunit:MODULE:SUITE; KERNEL=debian
+##               (default), base or debug; builds what that kernel needs
+KERNEL ?= debian
+test-one: tree
+	@[ -n "$(T)" ] || { echo "make test-one T=COLLECTION:PROGRAM [ARGS=...] [KERNEL=debian|base|debug]" >&2; exit 2; }
+	@[ -x $(B)/kselftest/run_kselftest.sh ] || $(MAKE) kselftest
+	$(MAKE) userspace rdma-core $(if $(filter debian,$(KERNEL)),modules,kernel$(if $(filter debug,$(KERNEL)),-debug))
+	scripts/test-one.sh -k $(KERNEL) $(T) $(ARGS)
 
 ## test-base     the in-tree base kernel (no debug options) and its guest,
 ##               which make test leaves out (README, "What was tested on what")

@@ -1,0 +1,45 @@
+#!/bin/bash
+# scripts/test-one.sh as a person uses it, on Debian's 7.3 kernel with our
+# modules (four guests, about 30 s each): one case of dmabuf_mr through its
+# rxe wrapper runs alone and passes; a filter that matches no case fails
+# (kselftest_harness itself passes it); an unknown program is a usage
+# error; a program without a wrapper gets its arguments (dmabuf_mock -l,
+# which exits 4 after listing, as every kselftest_harness program does).
+# Prints TAP.
+# shellcheck disable=SC2016 # the checks are eval'd
+set -u
+top=$(cd "$(dirname "$0")/.." && pwd)
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+n=0 failed=0
+ok() { n=$((n + 1)); echo "ok $n $1"; }
+nok() { n=$((n + 1)); failed=$((failed + 1)); echo "not ok $n $1"; tail -n 30 "$tmp/out" | sed 's/^/# /'; }
+check() { local what=$1; shift; if "$@"; then ok "$what"; else nok "$what"; fi; }
+one() {
+	"$top/scripts/test-one.sh" "$@" > "$tmp/out" 2>&1
+	echo $? > "$tmp/rc"
+	tr -d '\r' < "$top/build/vm/test-one/out.log" > "$tmp/guest" 2>/dev/null || : > "$tmp/guest"
+}
+rc() { [ "$(cat "$tmp/rc")" = "$1" ]; }
+
+case1=dmabuf_mr_data.off0_len1.rdma_write_to_mr
+echo "TAP version 13"
+echo "1..4"
+one rdma:dmabuf_mr -r "$case1"
+check "rdma:dmabuf_mr -r $case1: that case alone runs, through rxe_dmabuf_mr.sh, and passes (exit 0)" \
+	eval 'rc 0 && grep -qx "test-one: ./rxe_dmabuf_mr.sh -r $case1" "$tmp/guest" &&
+	      grep -qx "1..1" "$tmp/guest" && grep -qx "ok 1 $case1" "$tmp/guest" &&
+	      grep -q "^test-one: rdma:dmabuf_mr passed" "$tmp/out"'
+one rdma:dmabuf_mr -r no_such.case
+check "a filter that matches no case fails (exit 1), saying so" \
+	eval 'rc 1 && grep -q "^test-one: no case of dmabuf_mr ran" "$tmp/guest" &&
+	      grep -q "^test-one: rdma:dmabuf_mr exited 1" "$tmp/out"'
+one rdma:no_such_program
+check "an unknown program is a usage error (exit 2) that lists the installed ones" \
+	eval 'rc 2 && grep -q "^test-one: no program no_such_program in rdma (installed: .*dmabuf_mr" "$tmp/guest"'
+one drivers/dma-buf:dmabuf_mock -l
+check "a program without an rxe wrapper gets the arguments (dmabuf_mock -l lists its cases and exits 4, KSFT_SKIP, as kselftest_harness does)" \
+	eval 'rc 4 && grep -qx "test-one: ./dmabuf_mock -l" "$tmp/guest" &&
+	      grep -q "^dmabuf_mock  *revoke_without_importers$" "$tmp/guest" &&
+	      grep -q "^  *cmd_size$" "$tmp/guest"'
+[ "$failed" = 0 ]
