@@ -15,7 +15,7 @@ export KSELFTEST_TARGETS
 	rdma-core-pr base-check \
 	kselftest docs rdma-core iproute2 userspace demo vm test check \
 	bisect-check stress qemu-plugin qemu-plugin-check bench bench-profile \
-	two-host dkms dkms-check clean test-base test-one coverage
+	two-host dkms dkms-check clean test-base test-one vm-shell coverage
 
 help:
 	@sed -n 's/^## //p' $(MAKEFILE_LIST)
@@ -125,6 +125,14 @@ two-host: modules rdma-core userspace
 ## vm            boot a guest and run CMD (KERNEL=debian|base|debug)
 vm:
 	scripts/vm.sh -k $(or $(KERNEL),debian) -t 1800 -- $(or $(CMD),true)
+
+## vm-shell      an interactive shell in a guest (KERNEL=debian, base or
+##               debug), with our modules loaded and the kselftests in
+##               build/kselftest; exit the shell to end the guest
+vm-shell:
+	VM_SHELL=1 scripts/vm.sh -k $(or $(KERNEL),debian) -n shell -t 7200 -- \
+		'modprobe -a ib_core ib_uverbs rdma_ucm rdma_rxe dmabuf_mock; \
+		cd $(B)/kselftest && TERM=$(or $(TERM),linux) setsid -c bash -i </dev/hvc1 >/dev/hvc1 2>&1'
 
 ## test          everything CI runs: host tests, builds, guest runs, totals;
 ##               installs the host packages it needs first (root)

@@ -5,6 +5,8 @@
 # (kselftest_harness itself passes it); an unknown program is a usage
 # error; a program without a wrapper gets its arguments (dmabuf_mock -l,
 # which exits 4 after listing, as every kselftest_harness program does).
+# And make vm-shell, on a terminal (script(1)'s): what is typed runs in the
+# guest, with our modules loaded, and exit ends the guest.
 # Prints TAP.
 # shellcheck disable=SC2016 # the checks are eval'd
 set -u
@@ -24,7 +26,7 @@ rc() { [ "$(cat "$tmp/rc")" = "$1" ]; }
 
 case1=dmabuf_mr_data.off0_len1.rdma_write_to_mr
 echo "TAP version 13"
-echo "1..4"
+echo "1..5"
 one rdma:dmabuf_mr -r "$case1"
 check "rdma:dmabuf_mr -r $case1: that case alone runs, through rxe_dmabuf_mr.sh, and passes (exit 0)" \
 	eval 'rc 0 && grep -qx "test-one: ./rxe_dmabuf_mr.sh -r $case1" "$tmp/guest" &&
@@ -42,4 +44,14 @@ check "a program without an rxe wrapper gets the arguments (dmabuf_mock -l lists
 	eval 'rc 4 && grep -qx "test-one: ./dmabuf_mock -l" "$tmp/guest" &&
 	      grep -q "^dmabuf_mock  *revoke_without_importers$" "$tmp/guest" &&
 	      grep -q "^  *cmd_size$" "$tmp/guest"'
+printf 'echo MARK-$((6 * 7)); ls /dev/dmabuf_mock; uname -r\nexit\n' > "$tmp/typed"
+timeout 600 script -qec "make -s -C $top vm-shell" "$tmp/typescript" < "$tmp/typed" > "$tmp/out" 2>&1
+echo $? > "$tmp/rc"
+# Without the terminal's escape sequences (bash's bracketed paste).
+tr -d '\r\000' < "$tmp/typescript" 2>/dev/null |
+	sed 's/\x1b\[[0-9;?]*[a-zA-Z]//g' > "$tmp/guest"
+. "$top/build/versions.mk"
+check "make vm-shell: what is typed on the terminal runs in the guest (Debian's kernel, the mock loaded), exit ends it" \
+	eval 'rc 0 && grep -qx "MARK-42" "$tmp/guest" && grep -qx "/dev/dmabuf_mock" "$tmp/guest" &&
+	      grep -qx "$KREL" "$tmp/guest" && grep -q "^vm: ok" "$tmp/guest"'
 [ "$failed" = 0 ]

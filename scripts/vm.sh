@@ -41,6 +41,10 @@
 #   its own host thread (MTTCG), so that work pinned to one vCPU does not
 #   share a host CPU with another's; not with VM_PLUGIN_OUT (its counter
 #   is not atomic).
+#   VM_SHELL=1: the guest's second console (/dev/hvc1) is this terminal
+#   (QEMU's stdio, raw: Ctrl-C goes to the guest), and QEMU stays in the
+#   terminal's foreground process group to read it; CMD then runs a shell
+#   there (make vm-shell). The guest ends when that shell exits.
 #   VM_BOOT_RETRY=1: with VM_TCG_THREAD=multi, boot once more when the
 #   guest died in boot-time code patching ("Oops: int3" on the console)
 #   before its init wrote anything: a known MTTCG failure (pipeline.md),
@@ -184,6 +188,14 @@ qemu=(qemu-system-x86_64 -nodefaults -display none -no-reboot
       -device virtio-serial-pci
       -chardev "file,id=out,path=$run/out.log"
       -device virtconsole,chardev=out)
+tmo_fg=()
+if [ "${VM_SHELL:-}" = 1 ]; then
+	[ -t 0 ] || { echo "vm: VM_SHELL=1 needs a terminal on stdin" >&2; exit 2; }
+	qemu+=(-chardev stdio,id=term,signal=off -device virtconsole,chardev=term)
+	tmo_fg=(--foreground)
+	# A background job's stdin is /dev/null unless it says otherwise.
+	exec {term}<&0
+fi
 cmdline="console=ttyS0 panic=-1 oops=panic panic_on_warn=0 rdinit=/init \
 revoke.init=$top/scripts/vm/guest-init revoke.dir=$run"
 # An unpatched peer: the guest init leaves the distro's rdma-core and rdma
@@ -266,8 +278,13 @@ stop_guest() {
 trap 'stop_guest INT' INT
 trap 'stop_guest TERM' TERM
 trap 'stop_guest HUP' HUP
-timeout -k 10 "$timeout" "${qemu[@]}" -append "$cmdline" \
-	> "$run/qemu.log" 2>&1 &
+if [ "${VM_SHELL:-}" = 1 ]; then
+	timeout "${tmo_fg[@]}" -k 10 "$timeout" "${qemu[@]}" -append "$cmdline" \
+		<&"$term" 2> "$run/qemu.log" &
+else
+	timeout -k 10 "$timeout" "${qemu[@]}" -append "$cmdline" \
+		> "$run/qemu.log" 2>&1 &
+fi
 qpid=$!
 # Each line also goes to out.times with the seconds since QEMU started
 # (scripts/test.sh reports how long each test took from it). In the
