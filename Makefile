@@ -25,10 +25,18 @@ help:
 deps:
 	scripts/deps.sh
 
-## fetch         download the base, Debian's Linux 7.3 (source, image,
-##               headers) as configs/base.pin names it, by version and
-##               SHA256 (DEBIAN_MIRROR=URL: another Debian mirror)
+## fetch         every download: the base, Debian's Linux 7.3 (source,
+##               image, headers) as configs/base.pin names it, by version
+##               and SHA256 (DEBIAN_MIRROR=URL: another Debian mirror), and
+##               the sources the other steps build (rdma-core, iproute2,
+##               sparse, QEMU's plugin header) and base-check's indices;
+##               the steps after it run without the network
 fetch: $(B)/.unpacked
+	FETCH_ONLY=1 scripts/rdma-core-pr.sh > /dev/null
+	FETCH_ONLY=1 scripts/iproute2.sh > /dev/null
+	FETCH_ONLY=1 scripts/sparse.sh > /dev/null
+	FETCH_ONLY=1 scripts/qemu-plugin.sh > /dev/null
+	FETCH_ONLY=1 scripts/base-check.sh
 $(B)/.unpacked: configs/base.pin scripts/fetch.sh scripts/unpack.sh
 	scripts/fetch.sh $(B)
 	scripts/unpack.sh $(B)

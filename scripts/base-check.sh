@@ -24,6 +24,10 @@
 # excluded path, a file a Debian patch touches, a word of one of Debian's
 # items) and must fail there: the negative controls.
 #
+# make fetch runs it with FETCH_ONLY=1: the indices and the debian.tar.xz
+# only, kept in build/base-check; without the network a later run uses
+# those (and says so).
+#
 # usage: scripts/base-check.sh
 set -eu
 
@@ -31,7 +35,8 @@ top=$(cd "$(dirname "$0")/.." && pwd)
 build=$top/build
 out=$build/base-check
 tree=$build/linux
-[ -d "$tree/.git" ] || { echo "base-check: no tree at $tree: run make tree" >&2; exit 1; }
+[ "${FETCH_ONLY:-}" = 1 ] || [ -d "$tree/.git" ] ||
+	{ echo "base-check: no tree at $tree: run make tree" >&2; exit 1; }
 # shellcheck source=/dev/null
 . "$build/versions.mk"
 deb=$(ls "$build/debs/linux-source-7.3_${SRCVER}_all.deb" 2>/dev/null) ||
@@ -45,7 +50,14 @@ doc=$out/src/usr/share/doc/linux-source-7.3
 # shellcheck source=scripts/apt-private.sh disable=SC2154 # apt_opts
 . "$top/scripts/apt-private.sh"
 APT_PRIVATE_SRC=1 apt_private "$out/apt" trixie-backports trixie sid >/dev/null
-apt_private_update "$out/apt" || exit 1
+if ! apt_private_update "$out/apt" 2> "$out/update.log"; then
+	if [ "${FETCH_ONLY:-}" != 1 ] && ls "$out/apt/lists/"*Sources* > /dev/null 2>&1; then
+		echo "base-check: offline: the Sources indices make fetch kept ($(date -r "$(ls -t "$out/apt/lists/"*Sources* | head -n1)" -u +%FT%TZ))" >&2
+	else
+		cat "$out/update.log" >&2
+		exit 1
+	fi
+fi
 
 # Versions of the source package linux, newest first, not newer than the
 # base's; take the first whose debian.tar.xz the mirror serves.
@@ -75,6 +87,10 @@ for v in "${versions[@]}"; do
 	break
 done
 [ -n "$got" ] || { echo "base-check: the mirror serves no debian.tar.xz of linux <= $SRCVER" >&2; exit 1; }
+if [ "${FETCH_ONLY:-}" = 1 ]; then
+	echo "base-check: fetched linux_${got#*:}.debian.tar.xz and the Sources indices" >&2
+	exit 0
+fi
 rm -rf "$out/debian-$got"
 mkdir -p "$out/debian-$got"
 tar -C "$out/debian-$got" -xJf "$out/linux_${got#*:}.debian.tar.xz"

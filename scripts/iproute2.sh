@@ -24,7 +24,8 @@
 #   IPROUTE2_VERSION=V  take source version V (any of trixie,
 #                       trixie-backports, forky, sid)
 # Output (prints its path): BUILD_DIR/iproute2/rdma. Does nothing when it
-# was built from the same source and patches.
+# was built from the same source and patches. FETCH_ONLY=1 (make fetch):
+# only download the tarball, if not cached.
 set -eu
 
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -69,10 +70,6 @@ if [ "$cached" = "$VERSION" ] && [ -x "$out/rdma" ] &&
 	exit 0
 fi
 
-for t in gcc make pkg-config bison flex patch; do
-	command -v "$t" >/dev/null || die "$t is missing: run make deps"
-done
-pkg-config --exists libmnl || die "libmnl-dev is missing: run make deps"
 
 # Fetch, unless the cache already has the version asked for.
 if [ "$cached" != "$VERSION" ]; then
@@ -111,6 +108,11 @@ if [ "$cached" != "$VERSION" ]; then
 	cached=$VERSION
 	echo "iproute2: fetched $name ($VERSION)" >&2
 fi
+[ "${FETCH_ONLY:-}" != 1 ] || exit 0
+for t in gcc make pkg-config bison flex patch; do
+	command -v "$t" >/dev/null || die "$t is missing: run make deps"
+done
+pkg-config --exists libmnl || die "libmnl-dev is missing: run make deps"
 stamp=$(stamp_of "$VERSION")
 
 # Unpack the upstream tarball, then our patches.

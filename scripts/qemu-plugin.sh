@@ -17,6 +17,7 @@
 # Output (prints its path): BUILD_DIR/qemu-plugin/libmarkcount.so.
 # Does nothing when the .so is newer than its sources and the cached header
 # is the installed QEMU's; refetches the header when QEMU's version changes.
+# FETCH_ONLY=1 (make fetch): only fetch the header, if not cached.
 set -eu
 
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -133,6 +134,7 @@ if [ ! -f "$hdr" ] || [ "$(cat "$hdr.version" 2>/dev/null)" != "$srcver" ]; then
 	rm -rf "$dl"
 	echo "qemu-plugin: $member from qemu $srcver" >&2
 fi
+[ "${FETCH_ONLY:-}" != 1 ] || exit 0
 
 # QEMU 7.2's header needs only libc; later ones include <glib.h>.
 cflags=()

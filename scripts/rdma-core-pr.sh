@@ -16,6 +16,7 @@
 # usage: scripts/rdma-core-pr.sh [BUILD_DIR]
 # Output: BUILD_DIR/rdma-core-pr/obj/bin/run_tests.py (prints its path).
 # Does nothing when it is built from the same source and patches.
+# FETCH_ONLY=1 (make fetch): only download the tarball, if not cached.
 set -eu
 
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -45,9 +46,6 @@ if [ "$(cat "$out/.stamp" 2>/dev/null)" = "$stamp" ] && [ -x "$obj/bin/run_tests
 	echo "$obj/bin/run_tests.py"
 	exit 0
 fi
-for t in cmake ninja cython3 pkg-config gcc patch; do
-	command -v "$t" >/dev/null || die "$t is missing: run make deps"
-done
 
 # The orig tarball only: the pull request is made on upstream's source.
 name=rdma-core_$VERSION.orig.tar.gz
@@ -74,6 +72,13 @@ if ! [ -f "$out/$name.sha256" ] ||
 		"$out/$name" "$hash" >&2 || die "cannot fetch $uri"
 	echo "${hash#SHA256:}  $name" > "$out/$name.sha256"
 fi
+if [ "${FETCH_ONLY:-}" = 1 ]; then
+	echo "rdma-core-pr: $name fetched" >&2
+	exit 0
+fi
+for t in cmake ninja cython3 pkg-config gcc patch; do
+	command -v "$t" >/dev/null || die "$t is missing: run make deps"
+done
 
 rm -rf "$src" "$obj" "$out/.stamp"
 mkdir -p "$src"

@@ -5,6 +5,11 @@
 # a newer glibc: take its source package from Debian's archive (private apt
 # state, as fetch.sh) and build it here. Prints the path of the binary.
 #
+# The source package is kept in BUILD_DIR/tools/sparse-dl once fetched:
+# later builds take it from there, without the network (the version sid
+# had then, until that directory is removed). FETCH_ONLY=1 (make fetch):
+# only fetch it.
+#
 # usage: scripts/sparse.sh [BUILD_DIR]
 set -eu
 
@@ -16,21 +21,30 @@ if [ -x "$out/sparse" ]; then
 	exit 0
 fi
 
-apt=$BUILD/apt-src
-mkdir -p "$apt/lists/partial" "$apt/parts"
-echo "deb-src [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] $MIRROR sid main" \
-	> "$apt/sources.list"
-: > "$apt/status"
-o=(-o "Dir::Etc::SourceList=$apt/sources.list" -o "Dir::Etc::SourceParts=$apt/parts"
-   -o "Dir::State=$apt" -o "Dir::State::Lists=$apt/lists"
-   -o "Dir::State::status=$apt/status" -o "Debug::NoLocking=1"
-   -o "APT::Sandbox::User=root")
-apt-get "${o[@]}" -qq update >&2
+dl=$BUILD/tools/sparse-dl
+if ! [ -f "$dl/.complete" ]; then
+	apt=$BUILD/apt-src
+	mkdir -p "$apt/lists/partial" "$apt/parts"
+	echo "deb-src [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] $MIRROR sid main" \
+		> "$apt/sources.list"
+	: > "$apt/status"
+	o=(-o "Dir::Etc::SourceList=$apt/sources.list" -o "Dir::Etc::SourceParts=$apt/parts"
+	   -o "Dir::State=$apt" -o "Dir::State::Lists=$apt/lists"
+	   -o "Dir::State::status=$apt/status" -o "Debug::NoLocking=1"
+	   -o "APT::Sandbox::User=root")
+	apt-get "${o[@]}" -qq update >&2
+	rm -rf "$dl"
+	mkdir -p "$dl"
+	# apt-get source checks each file against the signed Sources index.
+	(cd "$dl" && apt-get "${o[@]}" -qq --download-only source sparse >&2)
+	: > "$dl/.complete"
+	echo "sparse: fetched $(cd "$dl" && echo sparse_*.dsc)" >&2
+fi
+[ "${FETCH_ONLY:-}" != 1 ] || exit 0
 src=$BUILD/tools/sparse-src
 rm -rf "$src" "$out"
 mkdir -p "$src"
-(cd "$src" && apt-get "${o[@]}" -qq --download-only source sparse >&2 &&
-	dpkg-source -x sparse_*.dsc build >/dev/null)
+(cd "$dl" && dpkg-source -x sparse_*.dsc "$src/build" >/dev/null)
 # Debian's patch makes it call gcc-16; bookworm has gcc.
 make -s -C "$src/build" -j"$(nproc)" CC=gcc sparse >&2
 mkdir -p "$out"
