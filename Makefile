@@ -15,7 +15,7 @@ export KSELFTEST_TARGETS
 	rdma-core-pr base-check \
 	kselftest docs rdma-core iproute2 userspace demo vm test check \
 	bisect-check stress qemu-plugin qemu-plugin-check bench bench-profile \
-	two-host dkms dkms-check clean test-base test-one vm-shell coverage
+	two-host dkms dkms-check clean test-base test-one vm-shell kunit-py coverage
 
 help:
 	@sed -n 's/^## //p' $(MAKEFILE_LIST)
@@ -160,6 +160,12 @@ test-one: tree
 	@[ -x $(B)/kselftest/run_kselftest.sh ] || $(MAKE) kselftest
 	$(MAKE) userspace rdma-core $(if $(filter debian,$(KERNEL)),modules,kernel$(if $(filter debug,$(KERNEL)),-debug))
 	scripts/test-one.sh -k $(KERNEL) $(T) $(ARGS)
+
+## kunit-py      tools/testing/kunit/kunit.py run with the series'
+##               .kunitconfig files (core, dma-buf; or KUNITCONFIG=DIR), on
+##               x86_64 under QEMU (about 6 min each the first time)
+kunit-py: tree
+	scripts/kunit-py.sh $(KUNITCONFIG)
 
 ## test-base     the in-tree base kernel (no debug options) and its guest,
 ##               which make test leaves out (README, "What was tested on what")
