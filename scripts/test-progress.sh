@@ -9,12 +9,8 @@
 # shellcheck disable=SC2016 # the checks are eval'd
 set -u
 top=$(cd "$(dirname "$0")/.." && pwd)
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-n=0 failed=0
-ok() { n=$((n + 1)); echo "ok $n $1"; }
-nok() { n=$((n + 1)); failed=$((failed + 1)); echo "not ok $n $1"; sed 's/^/# /' "$tmp/out"; }
-check() { local what=$1; shift; if "$@"; then ok "$what"; else nok "$what"; fi; }
+# shellcheck source=scripts/tap-check.sh
+. "$top/scripts/tap-check.sh"
 
 mkdir -p "$tmp/bin" "$tmp/res"
 cat > "$tmp/bin/make" <<'FAKE'
