@@ -639,6 +639,10 @@ class DmaBufMRTest(unittest.TestCase):
                   "bench-smoke.sh", "deps.sh", "requirements.sh",
                   "test-requirements.sh", "test-one-check.sh"):
             write(os.path.join(sd, f), "#!/bin/bash\n" + passing)
+        # The debug kernel's build takes FAKE_KERNEL_SECS (the guests
+        # wait for it).
+        write(os.path.join(sd, "kernel.sh"), "#!/bin/bash\n"
+              'sleep "${FAKE_KERNEL_SECS:-0}"\n' + passing)
         for f in ("test-results.py", "test-bench-report.py", "takeable.py"):
             write(os.path.join(sd, f), "import os\nos.system(%r)\n" % passing)
         write(os.path.join(sd, "vm", "run-tests.sh"),
@@ -724,13 +728,19 @@ esac
 
     root, guest = standin("standin")
     fake_guest(guest, GUEST_OK)
-    rc, last, out = test_sh(root, guest)
+    rc, last, out = test_sh(root, guest, env={"FAKE_KERNEL_SECS": "4",
+                                              "TEST_HEARTBEAT": "1"})
     ok(rc == 0 and last.endswith(" passed, 0 failed") and
        tap_of(root, "guest-debug-vm").startswith("TAP") and
        not os.path.exists(os.path.join(root, "build", "results",
                                        "steps-not-run.tap")),
        "test.sh (stand-ins): the default run with every step passing passes",
        out)
+    ok("\n### waiting for the debug kernel's build, in the background\n" in out
+       and re.search(r"\n  \.\.\. the debug kernel's build: \d+ s so far; "
+                     r"log: build/results/build-debug\.log\n", out),
+       "test.sh (stand-ins): the guests' wait for the background debug "
+       "kernel build has a heading and a heartbeat", out)
     rc, last, out = test_sh(root, guest, env={"TEST_VM_STEPS": ""})
     notrun = tap_of(root, "steps-not-run")
     ok(rc == 1 and not last.endswith(" 0 failed") and

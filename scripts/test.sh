@@ -391,7 +391,9 @@ else
 	rm -f "$res/.kernel-debug.done"
 	for step in $vm_steps; do
 		if [ "$step" = guest-debug ] && [ ! -e "$res/.kernel-debug.done" ]; then
-			step=kernel-debug begin "waiting for the debug kernel's build (in the background)"
+			e=$(expected kernel-debug)
+			log "waiting for the debug kernel's build, in the background${e:+ (the whole build: about $e)}"
+			hb_start "the debug kernel's build" "$e"
 			echo "${res#"$top"/}/build-debug.log" > "$res/.running"
 			while [ ! -e "$res/.kernel-debug.done" ] && kill -0 "$bg" 2>/dev/null; do
 				sleep 5
