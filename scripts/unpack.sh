@@ -20,6 +20,7 @@ if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
 	exit 0
 fi
 
+echo "unpack: the image, modules and headers into $BUILD/deb-root, the source into $BUILD/linux-src (1-2 min)" >&2
 rm -rf "$BUILD/deb-root" "$BUILD/linux-src"
 mkdir -p "$BUILD/deb-root" "$BUILD/linux-src"
 for deb in "$BUILD"/debs/*_"$SRCVER"_*.deb; do
