@@ -70,7 +70,6 @@ if [ "$cached" = "$VERSION" ] && [ -x "$out/rdma" ] &&
 	exit 0
 fi
 
-
 # Fetch, unless the cache already has the version asked for.
 if [ "$cached" != "$VERSION" ]; then
 	apt=$out/apt

@@ -17,19 +17,25 @@
 # when the guest did not boot, timed out or splatted (scripts/vm.sh).
 set -u
 top=$(cd "$(dirname "$0")/.." && pwd)
-kernel=(-k debian) name=test-one
+kind=debian image='' moddir='' name=test-one
 while getopts k:K:M: o; do
 	case $o in
-	k) kernel=(-k "$OPTARG") ;;
-	K) kernel=(-K "$OPTARG" "${kernel[@]:2}") ;;
-	M) kernel+=(-M "$OPTARG") ;;
+	k) kind=$OPTARG ;;
+	K) image=$OPTARG ;;
+	M) moddir=$OPTARG ;;
 	*) sed -n '2,/^set -u/p' "$0" | sed '$d' >&2; exit 2 ;;
 	esac
 done
 shift $((OPTIND - 1))
 [ $# -ge 1 ] || { sed -n '2,/^set -u/p' "$0" | sed '$d' >&2; exit 2; }
-[ "${kernel[0]}" = -K ] && [ "${#kernel[@]}" != 4 ] &&
-	{ echo "test-one: -K and -M go together" >&2; exit 2; }
+kernel=(-k "$kind")
+if [ -n "$image$moddir" ]; then
+	if [ -z "$image" ] || [ -z "$moddir" ]; then
+		echo "test-one: -K and -M go together" >&2
+		exit 2
+	fi
+	kernel=(-K "$image" -M "$moddir")
+fi
 [ -x "$top/build/kselftest/run_kselftest.sh" ] ||
 	{ echo "test-one: no kselftests in build/kselftest: run make kselftest" >&2; exit 1; }
 
