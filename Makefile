@@ -15,7 +15,7 @@ export KSELFTEST_TARGETS
 	rdma-core-pr base-check \
 	kselftest docs rdma-core iproute2 userspace demo vm test check \
 	bisect-check stress qemu-plugin qemu-plugin-check bench bench-profile \
-	two-host dkms dkms-check clean test-base test-one vm-shell kunit-py coverage
+	two-host dkms dkms-check deb deb-check clean test-base test-one vm-shell kunit-py coverage
 
 help:
 	@sed -n 's/^## //p' $(MAKEFILE_LIST)
@@ -215,6 +215,25 @@ dkms:
 dkms-check: $(B)/.unpacked
 	@scripts/deps.sh --check --dkms
 	scripts/dkms-check.sh
+
+## deb           the series' RDMA core modules, rxe and dmabuf_mock as a
+##               Debian DKMS package for Debian's 7.3 kernel (dh-dkms):
+##               build/deb/revoke-rdma-dkms_VERSION_all.deb; DEB_HW=1:
+##               revoke-rdma-hw-dkms, also the RDMA hardware drivers,
+##               bnxt_en, mana and the InfiniBand ULPs
+deb: modules
+	@scripts/deps.sh --check --deb
+	scripts/deb.sh
+
+## deb-check     the .deb as a user installs it: apt install in a trixie
+##               root with Debian's 7.3 kernel, a guest on it (the package's
+##               modules, the Debian guest's kselftests), apt purge, a guest
+##               with the stock modules (root; about 12 minutes, 20 the
+##               first time); not part of `make test`
+deb-check: modules userspace rdma-core iproute2
+	@scripts/deps.sh --check --deb
+	@[ -x $(B)/kselftest/run_kselftest.sh ] || $(MAKE) kselftest
+	scripts/deb-check.sh
 
 ## stress        the full dma-buf MR revoke stress run: debug kernel, 600 s
 ##               (DMABUF_MR_STRESS_SECS); needs make kernel-debug and make

@@ -4,10 +4,12 @@
 # the missing ones (as root; apt-get update first), or says which are
 # missing.
 #
-# usage: scripts/deps.sh [--check] [--demo | --dkms]
+# usage: scripts/deps.sh [--check] [--demo | --dkms | --deb]
 #   (none)  what `make test` needs (make test and .ci/run call it)
 #   --demo  only what `make demo` needs (make demo calls it)
 #   --dkms  also what `make dkms-check` needs (debootstrap)
+#   --deb   also what `make deb` and `make deb-check` need (debhelper,
+#           dh-dkms, debootstrap)
 #   --check only report what is missing (exit 1 if anything is)
 set -eu
 
@@ -34,6 +36,8 @@ for a in "$@"; do
 	--check) check=1 ;;
 	--demo) pkgs=("${demo[@]}") fix="scripts/deps.sh --demo" ;;
 	--dkms) pkgs=("${demo[@]}" "${test[@]}" debootstrap) fix="scripts/deps.sh --dkms" ;;
+	--deb) pkgs=("${demo[@]}" "${test[@]}" debhelper dh-dkms debootstrap)
+	       fix="scripts/deps.sh --deb" ;;
 	*) sed -n '2,/^set -eu/p' "$0" | sed '$d' >&2; exit 2 ;;
 	esac
 done

@@ -12,6 +12,8 @@
 #   OOT_DIRS="dir ..."  build only these directories of the tree
 #   OOT_TREE=build/NAME   build another work tree of the series (a git
 #              worktree under build/); output then in build/oot/out-NAME
+#   OOT_STAGE_ONLY=1  only stage the headers the series changes, as the
+#              build would, and print the directory (build/oot/include)
 # Output: build/oot/out/**/*.ko and build/oot/modules.list (OOT_HW=1:
 # build/oot/out-hw, build/oot/out-hw.list)
 set -eu
@@ -75,16 +77,6 @@ prepare_debian_kdir() {
 	echo "$kdir"
 }
 
-if [ -n "${KDIR:-}" ]; then
-	kdir=$KDIR
-	extra=()
-else
-	kdir=$(prepare_debian_kdir)
-	extra=(CC=gcc HOSTCC=gcc
-	       CONFIG_CC_HAS_MIN_FUNCTION_ALIGNMENT=
-	       CONFIG_DEBUG_INFO_BTF_MODULES=)
-fi
-
 # Headers the series changes or adds must win over the headers package's:
 # stage each one (with its directory's other headers, below) in a
 # directory searched first.
@@ -122,6 +114,23 @@ for f in $changed; do
 		done ;;
 	esac
 done
+
+# OOT_STAGE_ONLY=1: stage the headers and print where (scripts/deb.sh
+# copies them into its package).
+if [ -n "${OOT_STAGE_ONLY:-}" ]; then
+	echo "$inc"
+	exit 0
+fi
+
+if [ -n "${KDIR:-}" ]; then
+	kdir=$KDIR
+	extra=()
+else
+	kdir=$(prepare_debian_kdir)
+	extra=(CC=gcc HOSTCC=gcc
+	       CONFIG_CC_HAS_MIN_FUNCTION_ALIGNMENT=
+	       CONFIG_DEBUG_INFO_BTF_MODULES=)
+fi
 
 # Anything the series changes outside what we build here reaches only the
 # in-tree kernel: say so rather than test a half-patched stack.

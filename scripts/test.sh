@@ -8,7 +8,7 @@
 # usage: scripts/test.sh [STEP...]   (default: all but the base kernel's)
 #   steps: manifest series oot kselftest rdma-core iproute2 userspace docs
 #          kernel-debug kernel-base kernels (both) lint bench guest-debian
-#          guest-debug guest-base
+#          guest-debug guest-base guest-dkms (scripts/deb-check.sh's)
 #   Steps given are run in that order, one at a time. The default run
 #   (no steps given) runs the debug kernel's build, lint and series next
 #   to the guests, on the core QEMU's one TCG thread leaves idle (at a
@@ -169,6 +169,15 @@ limits=(--limit "rdma:rxe_dmabuf_mr_stress.sh=$((20 + 300))")
 guest() {
 	local kind=$1 name=guest-$1
 	local kunit=
+	# guest-dkms (scripts/deb-check.sh): Debian's kernel with the modules
+	# the DKMS package installed (DKMS_GUEST_IMAGE, DKMS_GUEST_MODULES),
+	# checked against Debian's expected results; DKMS_GUEST_PRE runs first
+	# in the guest.
+	local vmargs=(-k "$kind") mkind=$kind pre=
+	if [ "$kind" = dkms ]; then
+		vmargs=(-K "${DKMS_GUEST_IMAGE:?}" -M "${DKMS_GUEST_MODULES:?}")
+		mkind=debian pre=${DKMS_GUEST_PRE:+$DKMS_GUEST_PRE; }
+	fi
 	# KUnit suites run on kernels that have KUnit (the debug flavour).
 	[ "$kind" = debug ] && kunit=$KUNIT_SUITES
 	# rxe_netns_names.sh tests rdma netns naming, which the series does
@@ -184,13 +193,13 @@ guest() {
 	[ "$kind" = base ] && cmd="$cmd DMABUF_MR_RAW=1"
 	# The base guest is not in the default run: Debian's runs dmabuf_mr
 	# a second time through the raw ioctl.
-	[ "$kind" = debian ] &&
+	[ "$mkind" = debian ] &&
 		cmd="$cmd KSELFTEST_AGAIN='rdma:rxe_dmabuf_mr.sh:DMABUF_MR_RAW=1'"
 	# Every kernel runs the dmabuf_mr fixture's cases through all three
 	# registration paths (its variants verbs, reg_dmabuf_mr, reg_mr_fd),
 	# and fail_nth's sweeps through both raw ones; the rest register the
 	# way the environment above says.
-	cmd="$cmd $top/scripts/vm/run-tests.sh"
+	cmd="$pre$cmd $top/scripts/vm/run-tests.sh"
 	if [ ! -x "$top/build/kselftest/run_kselftest.sh" ]; then
 		single "$name" "guest $kind: kselftests installed" false
 		return
@@ -198,7 +207,7 @@ guest() {
 	local start=$EPOCHSECONDS rc
 	running "guest $kind (its console: build/vm/$name/console.log)" \
 		"$top/build/vm/$name/out.log"
-	"$top/scripts/vm.sh" -k "$kind" -n "$name" -t "${VM_TIMEOUT:-1500}" -- "$cmd" \
+	"$top/scripts/vm.sh" "${vmargs[@]}" -n "$name" -t "${VM_TIMEOUT:-1500}" -- "$cmd" \
 		> "$res/$name-vm.log" 2>&1
 	rc=$?
 	local secs=$((EPOCHSECONDS - start))
@@ -212,7 +221,7 @@ guest() {
 		# scripts/vm/rdma-core-tests.sh: "rdmacore: ok N - TEST"
 		sed -n 's/^rdmacore: \(not ok\|ok\) [0-9]* - /\1 - rdmacore: /p' "$log"
 	} 2>/dev/null | tr -d '\r' > "$res/$name.results"
-	python3 "$top/scripts/manifest.py" check "$kind" "$res/$name.results" \
+	python3 "$top/scripts/manifest.py" check "$mkind" "$res/$name.results" \
 		--select "$KSELFTEST_RUN" --kunit "$kunit" \
 		--kselftest-dir "$top/build/kselftest" > "$res/$name.tap"
 	{
@@ -355,6 +364,9 @@ run_step() {
 	guest-debug)
 		begin "guest: in-tree debug kernel (KASAN, lockdep, kmemleak, ...)"
 		guest debug ;;
+	guest-dkms)
+		begin "guest: Debian 7.3 kernel + the modules the DKMS package installed"
+		guest dkms ;;
 	*) echo "test: unknown step $step" >&2; exit 2 ;;
 	esac
 	hb_stop
