@@ -177,12 +177,15 @@ done
 
 printf '%s\n' "$*" > "$run/cmd"
 
+# -device qxl: a TTM GPU (no display), one of the exporters dmabuf_mr
+# registers buffers of (dmabuf_mr_real.qxl_*, dmabuf_mr_qxl_vram).
 qemu=(qemu-system-x86_64 -nodefaults -display none -no-reboot
       -m "${VM_MEM:-4G}" -smp "${VM_CPUS:-2}"
       -kernel "$image" -initrd "$run/initramfs.cpio.gz"
       -fsdev "local,id=hostroot,path=/,security_model=none,readonly=on,multidevs=remap"
       -device virtio-9p-pci,fsdev=hostroot,mount_tag=hostroot
       -device virtio-rng-pci
+      -device qxl
       -pidfile "$run/qemu.pid"
       -serial "file:$run/console.log"
       -device virtio-serial-pci
