@@ -40,30 +40,8 @@ roots=("bookworm bookworm" "trixie trixie trixie-backports")
 mkdir -p "$res"
 rm -f "$res"/*.tap "$res"/*.log
 
-log() { printf '\n### %s\n' "$*"; }
-since() { echo "$(( $(date +%s) - $1 ))"; }
-
-# TAP of one host step: "ok|not ok 1 NAME (Ns)", and the log tail on failure.
-step() {
-	local file=$1 name=$2
-	shift 2
-	local t0 rc
-	t0=$(date +%s)
-	"$@" > "$res/$file.log" 2>&1
-	rc=$?
-	{
-		echo "TAP version 13"
-		echo "1..1"
-		if [ $rc = 0 ]; then
-			echo "ok 1 $name ($(since "$t0")s)"
-		else
-			echo "not ok 1 $name (exit $rc, $(since "$t0")s)"
-			tail -n 30 "$res/$file.log" | sed 's/^/# /'
-		fi
-	} > "$res/$file.tap"
-	sed '/^TAP version/d; /^1\.\./d' "$res/$file.tap"
-	return $rc
-}
+# shellcheck source=scripts/tap-step.sh
+. "$top/scripts/tap-step.sh"
 
 log "package: generate the DKMS tree"
 if ! step package "package: scripts/dkms.sh${DKMS_SRC:+ -s $DKMS_SRC}" \
