@@ -211,7 +211,7 @@ dkms:
 ## dkms-check    the DKMS package on Debian's 6.1, 6.12 and 7.3: dkms add,
 ##               build, install in a debootstrap'd root of each release, then
 ##               the mock's kselftest in QEMU on that kernel (root; about
-##               3 minutes, 11 the first time); not part of `make test`
+##               2 minutes, 5 the first time); not part of `make test`
 dkms-check: $(B)/.unpacked
 	@scripts/deps.sh --check --dkms
 	scripts/dkms-check.sh
@@ -229,7 +229,7 @@ deb: modules
 ##               root with Debian's 7.3 kernel, a guest on it (the package's
 ##               modules, the Debian guest's kselftests), apt purge, a guest
 ##               with the stock modules (root; about 6 minutes, 9 with
-##               DEB_HW=1, and 8 more the first time); not part of `make test`
+##               DEB_HW=1, 1-2 more the first time); not part of `make test`
 deb-check: modules userspace rdma-core iproute2
 	@scripts/deps.sh --check --deb
 	@[ -x $(B)/kselftest/run_kselftest.sh ] || $(MAKE) kselftest

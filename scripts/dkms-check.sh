@@ -148,6 +148,8 @@ for r in "${roots[@]}"; do
 		mkdir -p "$ct"
 		cp "$pkg/dmabuf_mock_compat.h" "$pkg/dmabuf_mock_probe.sh" \
 			"$top/scripts/dkms/dmabuf_mock_compat_test.c" "$ct/"
+		# The headers an older kernel lacks, which Kbuild searches.
+		cp -r "$pkg/compat-include" "$ct/"
 		sed 's/^obj-m := dmabuf_mock\.o$/obj-m := dmabuf_mock_compat_test.o/' \
 			"$pkg/Kbuild" > "$ct/Kbuild"
 		rm -f "$dk/run/compat-test-$krel.ko"
