@@ -4,9 +4,10 @@
  *
  * mana_ib_dmabuf_mr: mana_ib's MR, MW and dma-buf MR verbs on a device that
  * is never probed, whose HW channel is a static stub of
- * mana_gd_send_request(): it answers CREATE_DMA_REGION, CREATE_MR,
- * DESTROY_MR and DESTROY_DMA_REGION itself, hands out keys and handles, fails
- * what a case asks, and counts every request. The PCI half of the last
+ * mana_gd_send_request() and mana_gd_send_fence_request(): it answers
+ * CREATE_DMA_REGION, CREATE_MR, DESTROY_MR and DESTROY_DMA_REGION itself,
+ * hands out keys and handles, fails what a case asks, and counts every
+ * request. The PCI half of the last
  * resort, mana_ib_pci_stop_dma(), is stubbed too: the stub records whether
  * the MR's memory was still mapped when it ran.
  */
@@ -32,6 +33,13 @@ struct mana_fw {
 	u64 destroyed[8];		/* the handles of the first DESTROY_MRs */
 	int create_mr_err;
 	int destroy_mr_err;
+	/*
+	 * The device answers DESTROY_MR later than the 1 ms the HW channel
+	 * waits after a timeout, within the time it set for requests: only
+	 * mana_gd_send_fence_request() waits for it.
+	 */
+	bool slow_destroy;
+	unsigned int fence_requests;	/* mana_gd_send_fence_request() calls */
 	u32 next_key;
 	u64 next_handle;
 	/*
@@ -66,8 +74,9 @@ struct mana_fw {
 	struct ib_kunit_events *events;
 };
 
-static int fake_send_request(struct gdma_context *gc, u32 req_len,
-			     const void *req, u32 resp_len, void *resp)
+/* @waits: the request waits as long as the device set */
+static int fake_answer(struct gdma_context *gc, u32 req_len, const void *req,
+		       u32 resp_len, void *resp, bool waits)
 {
 	struct kunit *test = kunit_get_current_test();
 	const struct gdma_req_hdr *hdr = req;
@@ -154,12 +163,29 @@ static int fake_send_request(struct gdma_context *gc, u32 req_len,
 				break;
 			}
 		}
+		if (fw->slow_destroy && !waits && !fw->destroy_mr_err)
+			return -ETIMEDOUT;
 		return fw->destroy_mr_err;
 	}
 	default:
 		KUNIT_FAIL(test, "unexpected request %u", hdr->req.msg_type);
 		return -EOPNOTSUPP;
 	}
+}
+
+static int fake_send_request(struct gdma_context *gc, u32 req_len,
+			     const void *req, u32 resp_len, void *resp)
+{
+	return fake_answer(gc, req_len, req, resp_len, resp, false);
+}
+
+static int fake_send_fence_request(struct gdma_context *gc, u32 req_len,
+				   const void *req, u32 resp_len, void *resp)
+{
+	struct mana_fw *fw = kunit_get_current_test()->priv;
+
+	fw->fence_requests++;
+	return fake_answer(gc, req_len, req, resp_len, resp, true);
 }
 
 static void fake_pci_stop_dma(struct mana_ib_dev *dev)
@@ -205,6 +231,8 @@ static int mana_fw_init(struct kunit *test)
 	gd = kunit_kzalloc(test, sizeof(*gd), GFP_KERNEL);
 	KUNIT_ASSERT_NOT_NULL(test, gd);
 	hwc->max_req_msg_size = SZ_4K;
+	/* As mana_hwc_create_channel() leaves it */
+	hwc->hwc_timeout = HW_CHANNEL_WAIT_RESOURCE_TIMEOUT_MS;
 	gc->hwc.driver_data = hwc;
 	gc->dev = dev->ib_dev.dma_device;
 	gd->gdma_context = gc;
@@ -215,6 +243,8 @@ static int mana_fw_init(struct kunit *test)
 
 	kunit_activate_static_stub(test, mana_gd_send_request,
 				   fake_send_request);
+	kunit_activate_static_stub(test, mana_gd_send_fence_request,
+				   fake_send_fence_request);
 	kunit_activate_static_stub(test, mana_ib_pci_stop_dma,
 				   fake_pci_stop_dma);
 	return 0;
@@ -332,6 +362,7 @@ static void test_dereg_disarms(struct kunit *test)
 			   ib_kunit_mock_fd(test, MR_BYTES, 0, &dmabuf));
 	dereg(test, mr);
 	KUNIT_EXPECT_EQ(test, fw->destroy_mrs, 1);
+	KUNIT_EXPECT_EQ(test, fw->fence_requests, 1);
 	/* Not an exporter's revoke: the PD creates as before */
 	KUNIT_EXPECT_EQ(test, mana_pd_of(pd)->revoked_mrs, 0);
 	ib_kunit_expect_mock(test, dmabuf, 0, 0, 0);
@@ -373,6 +404,138 @@ static void test_dereg_fence_fails(struct kunit *test)
 	mr = reg_dmabuf_mr(test, fake_pd(test, fw),
 			   ib_kunit_mock_fd(test, MR_BYTES, 0, &dmabuf));
 	fw->destroy_mr_err = -ETIMEDOUT;
+	dereg(test, mr);
+	KUNIT_EXPECT_EQ(test, fw->destroy_mrs, 1);
+	KUNIT_EXPECT_EQ(test, fw->stops, 1);
+	KUNIT_EXPECT_TRUE(test, fw->mapped_at_stop);
+	KUNIT_EXPECT_EQ(test, fatal_events(fw), 1);
+	ib_kunit_expect_mock(test, dmabuf, 0, 0, 0);
+}
+
+/*
+ * After a request timed out, the HW channel waits 1 ms for the next ones.
+ * A device that answers the revoke's DESTROY_MR later than that, within the
+ * time it set for requests, has fenced the MR: the fence request waits for
+ * the answer, nothing stops, no event.
+ */
+static void test_slow_fence_after_timeout(struct kunit *test)
+{
+	struct mana_fw *fw = test->priv;
+	struct dma_buf *dmabuf;
+	struct mana_ib_mr *mr;
+
+	mr = reg_dmabuf_mr(test, fake_pd(test, fw),
+			   ib_kunit_mock_fd(test, MR_BYTES, 0, &dmabuf));
+	fw->slow_destroy = true;
+	KUNIT_ASSERT_EQ(test, ib_kunit_mock_revoke(dmabuf), 0);
+	KUNIT_EXPECT_EQ(test, fw->destroy_mrs, 1);
+	KUNIT_EXPECT_EQ(test, fw->fence_requests, 1);
+	KUNIT_EXPECT_EQ(test, fw->stops, 0);
+	KUNIT_EXPECT_EQ(test, fatal_events(fw), 0);
+	dereg(test, mr);
+	KUNIT_EXPECT_EQ(test, fw->destroy_mrs, 1);
+	ib_kunit_expect_mock(test, dmabuf, 0, 0, 0);
+}
+
+/*
+ * mana's reset cycle as far as mana_ib sees it: mana_schedule_serv_work()
+ * marks the function in service, then mana_serv_reset() silences the HW
+ * channel (timeout 0) before its suspend removes mana_ib.
+ */
+static void enter_reset_cycle(struct mana_fw *fw, bool silenced)
+{
+	struct gdma_context *gc = mdev_to_gc(fw->dev);
+	struct hw_channel_context *hwc = gc->hwc.driver_data;
+
+	set_bit(GC_IN_SERVICE, &gc->flags);
+	if (silenced)
+		hwc->hwc_timeout = 0;
+}
+
+/*
+ * The reset cycle's suspend deregisters every MR with the channel silenced:
+ * DESTROY_MR times out at once. mana frees the buffers it gave the device
+ * on the premise that the device no longer accesses memory then, and
+ * counts the MR as fenced on the same one: nothing stops, no event, the
+ * memory goes back to the exporter.
+ */
+static void test_reset_cycle_dereg(struct kunit *test)
+{
+	struct mana_fw *fw = test->priv;
+	struct dma_buf *dmabuf;
+	struct mana_ib_mr *mr;
+
+	mr = reg_dmabuf_mr(test, fake_pd(test, fw),
+			   ib_kunit_mock_fd(test, MR_BYTES, 0, &dmabuf));
+	enter_reset_cycle(fw, true);
+	fw->destroy_mr_err = -ETIMEDOUT;
+	dereg(test, mr);
+	KUNIT_EXPECT_EQ(test, fw->destroy_mrs, 1);
+	KUNIT_EXPECT_EQ(test, fw->stops, 0);
+	KUNIT_EXPECT_EQ(test, fatal_events(fw), 0);
+	ib_kunit_expect_mock(test, dmabuf, 0, 0, 0);
+}
+
+/*
+ * An exporter's revoke inside the reset cycle: fenced the same way; the MR
+ * is counted revoked in its PD, and the dereg after it sends nothing.
+ */
+static void test_reset_cycle_revoke(struct kunit *test)
+{
+	struct mana_fw *fw = test->priv;
+	struct dma_buf *dmabuf;
+	struct ib_pd *pd = fake_pd(test, fw);
+	struct mana_ib_mr *mr;
+
+	mr = reg_dmabuf_mr(test, pd,
+			   ib_kunit_mock_fd(test, MR_BYTES, 0, &dmabuf));
+	enter_reset_cycle(fw, true);
+	fw->destroy_mr_err = -ETIMEDOUT;
+	KUNIT_ASSERT_EQ(test, ib_kunit_mock_revoke(dmabuf), 0);
+	KUNIT_EXPECT_EQ(test, fw->destroy_mrs, 1);
+	KUNIT_EXPECT_EQ(test, fw->stops, 0);
+	KUNIT_EXPECT_EQ(test, mana_pd_of(pd)->revoked_mrs, 1);
+	ib_kunit_expect_mock(test, dmabuf, 1, 0, 0);
+	dereg(test, mr);
+	KUNIT_EXPECT_EQ(test, fw->destroy_mrs, 1);
+	KUNIT_EXPECT_EQ(test, fw->stops, 0);
+	KUNIT_EXPECT_EQ(test, fatal_events(fw), 0);
+	KUNIT_EXPECT_EQ(test, mana_pd_of(pd)->revoked_mrs, 0);
+	ib_kunit_expect_mock(test, dmabuf, 0, 0, 0);
+}
+
+/* A failed fence that the reset cycle does not account for */
+struct unfenced_case {
+	const char *name;
+	bool in_service;	/* GC_IN_SERVICE set */
+	bool silenced;		/* the HW channel's timeout 0 */
+	int err;		/* DESTROY_MR's */
+};
+
+static const struct unfenced_case unfenced_cases[] = {
+	/* mana_serv_fpga(), or a reset cycle before it silences the channel */
+	{ "in_service_timeout", true, false, -ETIMEDOUT },
+	/* The device answered, with an error: it is not quiet */
+	{ "reset_cycle_error", true, true, -EPROTO },
+	/* A timeout outside any service */
+	{ "timeout", false, false, -ETIMEDOUT },
+};
+
+KUNIT_ARRAY_PARAM_DESC(unfenced, unfenced_cases, name);
+
+/* Each of those stops DMA while the memory is still mapped, as before */
+static void test_unfenced_stops(struct kunit *test)
+{
+	const struct unfenced_case *c = test->param_value;
+	struct mana_fw *fw = test->priv;
+	struct dma_buf *dmabuf;
+	struct mana_ib_mr *mr;
+
+	mr = reg_dmabuf_mr(test, fake_pd(test, fw),
+			   ib_kunit_mock_fd(test, MR_BYTES, 0, &dmabuf));
+	if (c->in_service)
+		enter_reset_cycle(fw, c->silenced);
+	fw->destroy_mr_err = c->err;
 	dereg(test, mr);
 	KUNIT_EXPECT_EQ(test, fw->destroy_mrs, 1);
 	KUNIT_EXPECT_EQ(test, fw->stops, 1);
@@ -610,6 +773,7 @@ static void test_dma_mr(struct kunit *test)
 	KUNIT_EXPECT_EQ(test, fw->create_regions, 0);
 	KUNIT_EXPECT_EQ(test, mana_ib_dereg_mr(ibmr, NULL), 0);
 	KUNIT_EXPECT_EQ(test, fw->destroy_mrs, 1);
+	KUNIT_EXPECT_EQ(test, fw->fence_requests, 0);
 }
 
 /*
@@ -653,6 +817,10 @@ static struct kunit_case mana_ib_dmabuf_mr_cases[] = {
 	KUNIT_CASE(test_revoke_fence_fails),
 	KUNIT_CASE(test_dereg_fence_fails),
 	KUNIT_CASE(test_stop_each_event_once),
+	KUNIT_CASE(test_slow_fence_after_timeout),
+	KUNIT_CASE(test_reset_cycle_dereg),
+	KUNIT_CASE(test_reset_cycle_revoke),
+	KUNIT_CASE_PARAM(test_unfenced_stops, unfenced_gen_params),
 	KUNIT_CASE(test_reg_fails),
 	KUNIT_CASE(test_dma_mr),
 	KUNIT_CASE(test_reg_refused_on_revoked_pd),
