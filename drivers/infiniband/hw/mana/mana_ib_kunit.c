@@ -27,7 +27,11 @@ struct mana_fw {
 	struct mana_ib_dev *dev;
 	struct mana_ib_mr *mr;		/* the case's MR, for the stop stub */
 	unsigned int create_regions;
+	int create_region_err;
 	unsigned int destroy_regions;
+	unsigned int create_pds;
+	unsigned int destroy_pds;
+	enum gdma_mr_type mr_type;	/* of the last CREATE_MR */
 	unsigned int create_mrs;
 	unsigned int destroy_mrs;
 	u64 destroyed[8];		/* the handles of the first DESTROY_MRs */
@@ -74,6 +78,8 @@ struct mana_fw {
 	struct ib_kunit_events *events;
 };
 
+#define FAKE_PD_HANDLE 0x99
+
 /* @waits: the request waits as long as the device set */
 static int fake_answer(struct gdma_context *gc, u32 req_len, const void *req,
 		       u32 resp_len, void *resp, bool waits)
@@ -89,9 +95,23 @@ static int fake_answer(struct gdma_context *gc, u32 req_len, const void *req,
 
 		KUNIT_EXPECT_EQ(test, resp_len, sizeof(*r));
 		fw->create_regions++;
+		if (fw->create_region_err)
+			return fw->create_region_err;
 		r->dma_region_handle = ++fw->next_handle;
 		return 0;
 	}
+	case GDMA_CREATE_PD: {
+		struct gdma_create_pd_resp *r = resp;
+
+		KUNIT_EXPECT_EQ(test, resp_len, sizeof(*r));
+		fw->create_pds++;
+		r->pd_handle = FAKE_PD_HANDLE;
+		r->pd_id = 3;
+		return 0;
+	}
+	case GDMA_DESTROY_PD:
+		fw->destroy_pds++;
+		return 0;
 	case GDMA_DESTROY_DMA_REGION:
 		fw->destroy_regions++;
 		return 0;
@@ -104,6 +124,7 @@ static int fake_answer(struct gdma_context *gc, u32 req_len, const void *req,
 		KUNIT_EXPECT_EQ(test, req_len, sizeof(*q));
 		KUNIT_EXPECT_EQ(test, resp_len, sizeof(*r));
 		fw->create_mrs++;
+		fw->mr_type = q->mr_type;
 		if (fw->create_mr_err)
 			return fw->create_mr_err;
 		if (fw->revoke_in_create) {
@@ -608,18 +629,24 @@ static void reg_dmabuf_mr_fails(struct kunit *test, struct ib_pd *pd,
 	}
 }
 
-/* An MW of @pd, or NULL with the error in @err */
-static struct mana_ib_mw *alloc_mw(struct kunit *test, struct ib_pd *pd,
-				   int *err)
+/* An MW of @pd and @type, or NULL with the error in @err */
+static struct mana_ib_mw *alloc_mw_type(struct kunit *test, struct ib_pd *pd,
+					enum ib_mw_type type, int *err)
 {
 	struct mana_ib_mw *mw = kunit_kzalloc(test, sizeof(*mw), GFP_KERNEL);
 
 	KUNIT_ASSERT_NOT_NULL(test, mw);
 	mw->ibmw.device = pd->device;
 	mw->ibmw.pd = pd;
-	mw->ibmw.type = IB_MW_TYPE_2;
+	mw->ibmw.type = type;
 	*err = mana_ib_alloc_mw(&mw->ibmw, NULL);
 	return *err ? NULL : mw;
+}
+
+static struct mana_ib_mw *alloc_mw(struct kunit *test, struct ib_pd *pd,
+				   int *err)
+{
+	return alloc_mw_type(test, pd, IB_MW_TYPE_2, err);
 }
 
 /*
@@ -810,6 +837,101 @@ static void test_dereg_races_revoke(struct kunit *test)
 	ib_kunit_expect_mock(test, dmabuf, 0, 0, 0);
 }
 
+/*
+ * A PD from mana_ib_alloc_pd() (CREATE_PD answered by the stub) comes with
+ * its refusal set up: an MW of type 1 is created in it as before; after the
+ * exporter revokes a dma-buf MR of the PD, a type 1 MW is refused with
+ * -EBUSY before any request, and after the dereg it is created again.
+ * Dealloc sends DESTROY_PD.
+ */
+static void test_alloc_pd_mw1(struct kunit *test)
+{
+	struct mana_fw *fw = test->priv;
+	struct dma_buf *dmabuf;
+	struct mana_ib_mw *mw;
+	struct mana_ib_mr *mr;
+	struct mana_ib_pd *pd;
+	int err;
+
+	pd = kunit_kzalloc(test, sizeof(*pd), GFP_KERNEL);
+	KUNIT_ASSERT_NOT_NULL(test, pd);
+	pd->ibpd.device = &fw->dev->ib_dev;
+	KUNIT_ASSERT_EQ(test, mana_ib_alloc_pd(&pd->ibpd, NULL), 0);
+	KUNIT_EXPECT_EQ(test, fw->create_pds, 1);
+	KUNIT_EXPECT_EQ(test, pd->pd_handle, FAKE_PD_HANDLE);
+
+	mw = alloc_mw_type(test, &pd->ibpd, IB_MW_TYPE_1, &err);
+	KUNIT_EXPECT_EQ(test, err, 0);
+	KUNIT_EXPECT_EQ(test, fw->mr_type, GDMA_MR_TYPE_MW1);
+	if (mw)
+		KUNIT_EXPECT_EQ(test, mana_ib_dealloc_mw(&mw->ibmw), 0);
+
+	mr = reg_dmabuf_mr(test, &pd->ibpd,
+			   ib_kunit_mock_fd(test, MR_BYTES, 0, &dmabuf));
+	KUNIT_ASSERT_EQ(test, ib_kunit_mock_revoke(dmabuf), 0);
+	KUNIT_EXPECT_EQ(test, fw->create_mrs, 2);
+	mw = alloc_mw_type(test, &pd->ibpd, IB_MW_TYPE_1, &err);
+	KUNIT_EXPECT_EQ(test, err, -EBUSY);
+	if (mw)
+		KUNIT_EXPECT_EQ(test, mana_ib_dealloc_mw(&mw->ibmw), 0);
+	KUNIT_EXPECT_EQ(test, fw->create_mrs, 2);
+
+	dereg(test, mr);
+	mw = alloc_mw_type(test, &pd->ibpd, IB_MW_TYPE_1, &err);
+	KUNIT_EXPECT_EQ(test, err, 0);
+	if (mw)
+		KUNIT_EXPECT_EQ(test, mana_ib_dealloc_mw(&mw->ibmw), 0);
+	KUNIT_EXPECT_EQ(test, fw->create_mrs, 3);
+
+	KUNIT_EXPECT_EQ(test, mana_ib_dealloc_pd(&pd->ibpd, NULL), 0);
+	KUNIT_EXPECT_EQ(test, fw->destroy_pds, 1);
+	ib_kunit_expect_mock(test, dmabuf, 0, 0, 0);
+}
+
+/*
+ * CREATE_DMA_REGION fails: the registration fails with its error before any
+ * CREATE_MR, and nothing stays attached.
+ */
+static void test_reg_region_fails(struct kunit *test)
+{
+	struct mana_fw *fw = test->priv;
+	struct dma_buf *dmabuf;
+
+	fw->create_region_err = -EPROTO;
+	reg_dmabuf_mr_fails(test, fake_pd(test, fw),
+			    ib_kunit_mock_fd(test, MR_BYTES, 0, &dmabuf),
+			    -EPROTO);
+	KUNIT_EXPECT_EQ(test, fw->create_regions, 1);
+	KUNIT_EXPECT_EQ(test, fw->create_mrs, 0);
+	KUNIT_EXPECT_EQ(test, fw->destroy_regions, 0);
+	ib_kunit_expect_mock(test, dmabuf, 0, 0, 0);
+}
+
+/*
+ * How long a request waits on the HW channel (mana_hwc_wait_ms()): as long
+ * as the device set; 1 ms once a request timed out, except a fence request,
+ * which still waits as long as the device set; nothing in the reset cycle,
+ * a fence request included.
+ */
+static void test_channel_wait(struct kunit *test)
+{
+	struct hw_channel_context hwc = {
+		.hwc_timeout = 5000,
+		.hwc_timeout_set = 5000,
+	};
+
+	KUNIT_EXPECT_EQ(test, mana_hwc_wait_ms(&hwc, false), 5000);
+	KUNIT_EXPECT_EQ(test, mana_hwc_wait_ms(&hwc, true), 5000);
+	/* What mana_hwc_send_request() leaves after a timeout */
+	hwc.hwc_timeout = 1;
+	KUNIT_EXPECT_EQ(test, mana_hwc_wait_ms(&hwc, false), 1);
+	KUNIT_EXPECT_EQ(test, mana_hwc_wait_ms(&hwc, true), 5000);
+	/* What mana_serv_reset() sets */
+	hwc.hwc_timeout = 0;
+	KUNIT_EXPECT_EQ(test, mana_hwc_wait_ms(&hwc, false), 0);
+	KUNIT_EXPECT_EQ(test, mana_hwc_wait_ms(&hwc, true), 0);
+}
+
 static struct kunit_case mana_ib_dmabuf_mr_cases[] = {
 	KUNIT_CASE(test_dereg_races_revoke),
 	KUNIT_CASE(test_revoke_then_dereg),
@@ -822,6 +944,9 @@ static struct kunit_case mana_ib_dmabuf_mr_cases[] = {
 	KUNIT_CASE(test_reset_cycle_revoke),
 	KUNIT_CASE_PARAM(test_unfenced_stops, unfenced_gen_params),
 	KUNIT_CASE(test_reg_fails),
+	KUNIT_CASE(test_reg_region_fails),
+	KUNIT_CASE(test_alloc_pd_mw1),
+	KUNIT_CASE(test_channel_wait),
 	KUNIT_CASE(test_dma_mr),
 	KUNIT_CASE(test_reg_refused_on_revoked_pd),
 	KUNIT_CASE(test_no_stale_key_in_pd),
