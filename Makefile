@@ -220,7 +220,7 @@ dkms-check: $(B)/.unpacked
 ##               Debian DKMS package for Debian's 7.3 kernel (dh-dkms):
 ##               build/deb/revoke-rdma-dkms_VERSION_all.deb; DEB_HW=1:
 ##               revoke-rdma-hw-dkms, also the RDMA hardware drivers,
-##               bnxt_en, mana and the InfiniBand ULPs
+##               bnxt_en, mana, ionic and the InfiniBand ULPs
 deb: modules
 	@scripts/deps.sh --check --deb
 	scripts/deb.sh

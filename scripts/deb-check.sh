@@ -18,9 +18,10 @@
 #     is left in updates/dkms; a second guest loads the kernel's own
 #     modules, and the stock ones refused before.
 # DEB_HW=1 checks the revoke-rdma-hw-dkms package instead: mlx5_ib,
-# ib_ipoib, irdma, bnxt_en, bnxt_re, mana and mana_ib then load from
-# updates/dkms; rpcrdma, nvme-rdma and qedr (a driver it does not ship)
-# are refused.
+# ib_ipoib, irdma, bnxt_en, bnxt_re, mana, mana_ib, ionic and ionic_rdma
+# then load from updates/dkms (all but ionic_rdma, which Debian does not
+# build, from the kernel's tree after the purge); rpcrdma, nvme-rdma and
+# qedr (a driver it does not ship) are refused.
 # TAP in build/deb/results/, then "N passed, N failed". Needs root, `make
 # fetch`, `make modules`, `make kselftest`, rdma-core and iproute2 (what
 # the Debian guest needs), and the network for the root's first build.
@@ -100,9 +101,11 @@ echo "# $deb"
 # Stock modules that use the RDMA core: refused for the namespace unless
 # the package ships them (then they load from it).
 if [ "$name" = revoke-rdma-hw ]; then
-	refused=(rpcrdma nvme-rdma qedr) loads=(mlx5_ib ib_ipoib irdma bnxt_en bnxt_re mana mana_ib)
+	refused=(rpcrdma nvme-rdma qedr) loads=(mlx5_ib ib_ipoib irdma bnxt_en bnxt_re mana mana_ib ionic)
+	# Not in Debian's kernel: loads from the package, not after the purge
+	own=(ionic_rdma)
 else
-	refused=(mlx5_ib ib_ipoib rpcrdma nvme-rdma) loads=()
+	refused=(mlx5_ib ib_ipoib rpcrdma nvme-rdma) loads=() own=()
 fi
 # The package's modules, as its dkms.conf names them.
 list=$res/modules.list
@@ -168,7 +171,7 @@ log "guest: the installed modules, then the Debian guest's kselftests"
 # guest-dkms-vm.tap) joins ours.
 rm -rf "$res/guest"
 DKMS_GUEST_IMAGE=$image DKMS_GUEST_MODULES=$mods \
-	DKMS_GUEST_PRE="$top/scripts/vm/deb-guest.sh installed $list --refused ${refused[*]} --loads ${loads[*]}" \
+	DKMS_GUEST_PRE="$top/scripts/vm/deb-guest.sh installed $list --refused ${refused[*]} --loads ${loads[*]} ${own[*]}" \
 	TEST_RESULTS=$res/guest TEST_HEARTBEAT=0 "$top/scripts/test.sh" guest-dkms \
 	> "$res/guest-installed.log" 2>&1 || true
 cp "$res/guest/guest-dkms.tap" "$res/guest/guest-dkms-vm.tap" "$res/" 2>/dev/null ||

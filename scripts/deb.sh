@@ -14,7 +14,7 @@
 # modules imports it: a stock module that uses them is refused at load
 # ("uses symbol ... from namespace REVOKE_RDMA, but does not import it").
 # DEB_HW=1 ships the hardware drivers the series changes (and their
-# Ethernet halves, bnxt_en and mana), irdma and the InfiniBand ULPs, built
+# Ethernet halves, bnxt_en, mana and ionic), irdma and the InfiniBand ULPs, built
 # against the same core, as the package revoke-rdma-hw-dkms (it conflicts
 # with revoke-rdma-dkms).
 #
@@ -61,10 +61,11 @@ if [ "${DEB_HW:-0}" = 1 ]; then
 	       drivers/infiniband/hw/bnxt_re drivers/infiniband/hw/mana
 	       drivers/infiniband/hw/ionic drivers/infiniband/hw/irdma
 	       drivers/infiniband/ulp
-	       drivers/net/ethernet/broadcom/bnxt drivers/net/ethernet/microsoft/mana)
+	       drivers/net/ethernet/broadcom/bnxt drivers/net/ethernet/microsoft/mana
+	       drivers/net/ethernet/pensando/ionic)
 	name=revoke-rdma-hw
 	conflicts=revoke-rdma-dkms
-	what="the RDMA core, rxe, dmabuf_mock, mlx5_ib, efa, bnxt_re, mana_ib, ionic_rdma, irdma, bnxt_en, mana and the InfiniBand ULPs"
+	what="the RDMA core, rxe, dmabuf_mock, mlx5_ib, efa, bnxt_re, mana_ib, ionic_rdma, irdma, bnxt_en, mana, ionic and the InfiniBand ULPs"
 fi
 
 # The package's version follows what goes into it: the patches, our files,
@@ -124,12 +125,10 @@ cat > "$src/include/trace/README" <<'EOF'
 Searched last (-idirafter): a trace header's TRACE_INCLUDE_PATH
 ../../drivers/... resolves from here into the package's drivers/.
 EOF
-# Ethernet drivers whose headers bnxt_re and ionic find through $(srctree).
+# Ethernet drivers whose headers bnxt_re and ionic find through $(srctree)
+# (both are in the package with DEB_HW=1).
 idirafter="-idirafter \$(P)/include/trace"
 if [ "${DEB_HW:-0}" = 1 ]; then
-	mkdir -p "$src/drivers/net/ethernet/pensando"
-	cp -a "$tree/drivers/net/ethernet/pensando/ionic" "$src/drivers/net/ethernet/pensando/"
-	find "$src/drivers/net/ethernet/pensando/ionic" -type f ! -name '*.h' -delete
 	idirafter="$idirafter -idirafter \$(P)/drivers/net/ethernet/broadcom/bnxt -idirafter \$(P)/drivers/net/ethernet/pensando/ionic"
 fi
 

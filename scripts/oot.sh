@@ -8,7 +8,8 @@
 #   OOT_W=1    pass W=1; OOT_C=1 run sparse (C=1) on what is rebuilt
 #   OOT_HW=1   also build the hardware drivers the series changes (mlx5,
 #              efa, bnxt_re, mana, ionic) and the Ethernet drivers whose
-#              calls they use (bnxt_en, mana): compile tests, never loaded
+#              calls they use (bnxt_en, mana, ionic): compile tests, never
+#              loaded
 #   OOT_DIRS="dir ..."  build only these directories of the tree
 #   OOT_TREE=build/NAME   build another work tree of the series (a git
 #              worktree under build/); output then in build/oot/out-NAME
@@ -27,7 +28,7 @@ oot=$build/oot
 outdir=$oot/out
 [ "$rel" = build/linux ] || outdir=$oot/out-${rel#build/}
 dirs="drivers/infiniband/core drivers/infiniband/sw/rxe drivers/dma-buf"
-hw="drivers/infiniband/hw/mlx5 drivers/infiniband/hw/efa drivers/infiniband/hw/bnxt_re drivers/infiniband/hw/mana drivers/infiniband/hw/ionic drivers/net/ethernet/broadcom/bnxt drivers/net/ethernet/microsoft/mana"
+hw="drivers/infiniband/hw/mlx5 drivers/infiniband/hw/efa drivers/infiniband/hw/bnxt_re drivers/infiniband/hw/mana drivers/infiniband/hw/ionic drivers/net/ethernet/broadcom/bnxt drivers/net/ethernet/microsoft/mana drivers/net/ethernet/pensando/ionic"
 if [ "${OOT_HW:-0}" = 1 ]; then
 	dirs="$dirs $hw"
 	outdir=$outdir-hw
@@ -136,7 +137,7 @@ fi
 # in-tree kernel: say so rather than test a half-patched stack.
 outside=$(git -C "$tree" diff --name-only v7.3-base -- . \
 	':!include/' ':!drivers/infiniband/' ':!drivers/dma-buf/dmabuf_mock*' \
-	${OOT_HW:+':!drivers/net/ethernet/broadcom/bnxt/' ':!drivers/net/ethernet/microsoft/mana/'} \
+	${OOT_HW:+':!drivers/net/ethernet/broadcom/bnxt/' ':!drivers/net/ethernet/microsoft/mana/' ':!drivers/net/ethernet/pensando/ionic/'} \
 	':!Documentation/' ':!tools/' ':!MAINTAINERS' ':!**/Kconfig' \
 	':!**/Makefile' ':!**/.kunitconfig' 2>/dev/null || true)
 for f in $outside; do
