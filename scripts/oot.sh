@@ -134,10 +134,15 @@ else
 fi
 
 # Anything the series changes outside what we build here reaches only the
-# in-tree kernel: say so rather than test a half-patched stack.
+# in-tree kernel: say so rather than test a half-patched stack. The
+# Ethernet drivers built here (OOT_HW) are not outside.
+built_net=()
+for d in $dirs; do
+	case $d in drivers/net/*) built_net+=(":!$d/") ;; esac
+done
 outside=$(git -C "$tree" diff --name-only v7.3-base -- . \
 	':!include/' ':!drivers/infiniband/' ':!drivers/dma-buf/dmabuf_mock*' \
-	${OOT_HW:+':!drivers/net/ethernet/broadcom/bnxt/' ':!drivers/net/ethernet/microsoft/mana/' ':!drivers/net/ethernet/pensando/ionic/'} \
+	${built_net[@]+"${built_net[@]}"} \
 	':!Documentation/' ':!tools/' ':!MAINTAINERS' ':!**/Kconfig' \
 	':!**/Makefile' ':!**/.kunitconfig' 2>/dev/null || true)
 for f in $outside; do
