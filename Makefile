@@ -15,7 +15,8 @@ export KSELFTEST_TARGETS
 	rdma-core-pr base-check \
 	kselftest docs rdma-core iproute2 userspace demo vm test check \
 	bisect-check stress qemu-plugin qemu-plugin-check bench bench-profile \
-	two-host dkms dkms-check deb deb-check clean test-base test-one vm-shell kunit-py coverage
+	two-host dkms dkms-check deb deb-check clean test-base test-one vm-shell kunit-py coverage \
+	repro-cq-overflow
 
 help:
 	@sed -n 's/^## //p' $(MAKEFILE_LIST)
@@ -115,6 +116,18 @@ $(B)/userspace/%: userspace/%.cpp userspace/rdma_util.h userspace/insn_marker.h 
 		drivers/dma-buf/dmabuf_mock.h
 	@mkdir -p $(@D)
 	g++ -std=c++17 -O2 -Wall -Wextra -Werror -o $@ $< -libverbs
+
+## repro-cq-overflow  the upstream reproducer of rxe's receive-CQ
+##               overflow (userspace/repro) in QEMU: on Debian's stock 7.3
+##               kernel and rdma-core (KERNEL=base or debug: the patched
+##               in-tree kernels); prints how long ibv_dereg_mr() took,
+##               fails past 10 s (the stock kernel: 51 s and a WARNING)
+$(B)/userspace/rxe_cq_overflow: userspace/repro/rxe_cq_overflow.c
+	@mkdir -p $(@D)
+	gcc -O2 -Wall -Wextra -Werror -o $@ $< -libverbs
+repro-cq-overflow: $(B)/userspace/rxe_cq_overflow
+	scripts/vm.sh -k $(or $(filter-out debian,$(KERNEL)),stock) -n repro -t 600 -- \
+		$(TOP)/userspace/repro/rxe_cq_overflow.sh $<
 
 ## demo          boot Debian's 7.3 in QEMU with our modules: the revoke demo
 ##               (dma-buf MR on rxe, traffic, revoke, the peer's error);
