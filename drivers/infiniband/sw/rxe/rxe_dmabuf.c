@@ -42,10 +42,9 @@
  * destruction and device removal then wait for; an exporter that takes the
  * reservation lock in begin would take it per packet too.
  *
- * The data path therefore waits for nothing but a revoke in progress. Should
- * a task still hold a reference when rxe_cleanup() gives up waiting for it,
- * deregistration keeps the import and never frees the MR: that task may be
- * in a copy (rxe_dmabuf_mr_release()).
+ * The data path therefore waits for nothing but a revoke in progress.
+ * Deregistration releases the import once rxe_cleanup() has waited for the
+ * MR's references, which the data path takes per packet or per copy.
  *
  * The MR keeps its pool index, and with it its key, until it is
  * deregistered, so no new MR can be handed the revoked key.
@@ -186,24 +185,17 @@ err_unlock:
 /*
  * Deregistration, from rxe_mr_cleanup(): ends the CPU access that
  * registration began, then releases the import, which revokes the MR if
- * the exporter has not. Returns false, and keeps both, when a task still
- * holds a reference to the MR after rxe_cleanup() gave up waiting for it:
- * it may be in a copy, and its dmabuf_sem, its address and the dma-buf
- * must stay. The MR is then never freed (see rxe_dereg_mr()).
+ * the exporter has not. Nothing is kept: should a reference to the MR
+ * still be held, the revoke waits for a copy in progress under dmabuf_sem
+ * and leaves no address for a later one.
  */
-bool rxe_dmabuf_mr_release(struct rxe_mr *mr)
+void rxe_dmabuf_mr_release(struct rxe_mr *mr)
 {
-	if (kref_read(&mr->elem.ref_cnt)) {
-		rxe_err_mr(mr, "still referenced, dma-buf import kept\n");
-		mr->dmabuf_held = true;
-		return false;
-	}
 	if (mr->dmabuf_cpu_access)
 		dma_buf_end_cpu_access(rxe_dmabuf_mr_dmabuf(mr),
 				       DMA_BIDIRECTIONAL);
 	ib_umem_release(mr->umem);
 	mr->umem = NULL;
-	return true;
 }
 
 /*

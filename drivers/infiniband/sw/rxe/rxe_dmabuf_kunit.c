@@ -16,6 +16,7 @@
 #include <linux/delay.h>
 #include <linux/dma-buf.h>
 #include <linux/dma-resv.h>
+#include <linux/fdtable.h>
 #include <linux/iosys-map.h>
 #include <linux/jiffies.h>
 #include <linux/workqueue.h>
@@ -81,6 +82,9 @@ static void revoke_work_fn(struct work_struct *work)
 	dma_resv_unlock(ctx->dmabuf->resv);
 	complete(&ctx->done);
 }
+
+KUNIT_DEFINE_ACTION_WRAPPER(dealloc_ibdev, ib_dealloc_device,
+			    struct ib_device *);
 
 static s64 revokes_waited(struct rxe_dmabuf_kunit *ctx)
 {
@@ -263,30 +267,58 @@ static void test_copy_after_revoke(struct kunit *test)
 }
 
 /*
- * Deregistration with a reference still held after rxe_cleanup() gave up
- * waiting for it: the holder may be in a copy, so the MR keeps its import,
- * its address and its vmap, is marked never to be freed, and the holder's
- * copy still reaches the memory. CPU access is not ended under it.
+ * Deregistration of an MR that a task still holds a reference to, as when
+ * rxe_cleanup() gives up waiting for one: nothing is kept. The import is
+ * revoked, unmapped, unpinned and detached, the CPU access is ended, and
+ * a copy by the holder afterwards is refused. The MR is a real import of
+ * the mock's buffer, made by the registration path itself.
  */
 static void test_release_while_referenced(struct kunit *test)
 {
 	struct rxe_dmabuf_kunit *ctx = test->priv;
 	struct dmabuf_mock_query q = {};
+	u8 buf[sizeof(pattern)] = {};
+	struct rxe_dev *rxe;
+	struct rxe_mr *mr;
+	int fd, err;
 
-	kref_init(&ctx->mr.elem.ref_cnt);
-	KUNIT_EXPECT_FALSE(test, rxe_dmabuf_mr_release(&ctx->mr));
-	KUNIT_EXPECT_TRUE(test, ctx->mr.dmabuf_held);
-	KUNIT_EXPECT_PTR_EQ(test, ctx->mr.umem, &ctx->umem.umem);
-	KUNIT_EXPECT_NOT_NULL(test, ctx->mr.dmabuf_vaddr);
-	KUNIT_EXPECT_EQ(test, mock_vmaps(test, ctx->dmabuf), 1);
+	rxe = ib_alloc_device(rxe_dev, ib_dev);
+	KUNIT_ASSERT_NOT_NULL(test, rxe);
+	KUNIT_ASSERT_EQ(test, kunit_add_action_or_reset(test, dealloc_ibdev,
+							&rxe->ib_dev), 0);
+	KUNIT_ASSERT_EQ(test, dev_set_name(&rxe->ib_dev.dev, "rxe_kunit"), 0);
+	mr = kunit_kzalloc(test, sizeof(*mr), GFP_KERNEL);
+	KUNIT_ASSERT_NOT_NULL(test, mr);
+	mr->elem.pool = &ctx->pool;
+	mr->ibmr.device = &rxe->ib_dev;
 
-	queue_work(system_dfl_wq, &ctx->copy_work);
-	KUNIT_ASSERT_TRUE(test, wait_for_completion_timeout(&ctx->copied,
-							    5 * HZ));
-	KUNIT_EXPECT_EQ(test, ctx->copy_err, 0);
-	expect_buffer(test, ctx, pattern);
-	KUNIT_EXPECT_EQ(test, dmabuf_mock_query(ctx->dmabuf, &q), 0);
-	KUNIT_EXPECT_EQ(test, q.cpu_ends, 0);
+	get_dma_buf(ctx->dmabuf);
+	fd = dma_buf_fd(ctx->dmabuf, O_CLOEXEC);
+	if (fd < 0)
+		dma_buf_put(ctx->dmabuf);
+	KUNIT_ASSERT_GE(test, fd, 0);
+	err = rxe_dmabuf_mr_init_user(rxe, 0, PAGE_SIZE, MR_IOVA, fd,
+				      IB_ACCESS_LOCAL_WRITE, mr);
+	close_fd(fd);
+	KUNIT_ASSERT_EQ(test, err, 0);
+	KUNIT_ASSERT_EQ(test, dmabuf_mock_query(ctx->dmabuf, &q), 0);
+	KUNIT_EXPECT_EQ(test, q.attachments, 1);
+	KUNIT_EXPECT_EQ(test, q.pins, 1);
+	/* The fixture's own vmap, and the MR's: one of the exporter's */
+	KUNIT_EXPECT_EQ(test, ctx->dmabuf->vmapping_counter, 2);
+
+	kref_init(&mr->elem.ref_cnt);
+	rxe_dmabuf_mr_release(mr);
+	KUNIT_EXPECT_NULL(test, mr->umem);
+	KUNIT_EXPECT_NULL(test, mr->dmabuf_vaddr);
+	KUNIT_ASSERT_EQ(test, dmabuf_mock_query(ctx->dmabuf, &q), 0);
+	KUNIT_EXPECT_EQ(test, q.attachments, 0);
+	KUNIT_EXPECT_EQ(test, q.pins, 0);
+	KUNIT_EXPECT_EQ(test, ctx->dmabuf->vmapping_counter, 1);
+	KUNIT_EXPECT_EQ(test, q.cpu_begins, 1);
+	KUNIT_EXPECT_EQ(test, q.cpu_ends, 1);
+	KUNIT_EXPECT_EQ(test, rxe_dmabuf_mr_copy(mr, MR_IOVA, buf, sizeof(buf),
+						 RXE_TO_MR_OBJ), -EINVAL);
 }
 
 /*
