@@ -375,6 +375,19 @@ static void dmabuf_mock_unmap(struct dma_buf_attachment *attach,
 	wake_up_all(&mock->wq);
 }
 
+/* Invalidate every importer's mappings, counting the revocable ones. */
+static void dmabuf_mock_invalidate(struct dma_buf *dmabuf)
+{
+	struct dmabuf_mock *mock = dmabuf->priv;
+	struct dma_buf_attachment *attach;
+
+	dma_resv_assert_held(dmabuf->resv);
+	list_for_each_entry(attach, &dmabuf->attachments, node)
+		if (dma_buf_attach_revocable(attach))
+			atomic_inc(&mock->invalidates);
+	dma_buf_invalidate_mappings(dmabuf);
+}
+
 static int dmabuf_mock_vmap(struct dma_buf *dmabuf, struct iosys_map *map)
 {
 	struct dmabuf_mock *mock = dmabuf->priv;
@@ -387,6 +400,8 @@ static int dmabuf_mock_vmap(struct dma_buf *dmabuf, struct iosys_map *map)
 	 */
 	if (mock->revoked)
 		return -ENODEV;
+	if (mock->flags & DMABUF_MOCK_VMAP_INVALIDATE)
+		dmabuf_mock_invalidate(dmabuf);
 
 	vaddr = mock->eager_vaddr;
 	if (!vaddr)
@@ -554,7 +569,7 @@ struct dma_buf *dmabuf_mock_create(u64 length, u32 flags)
 	const u32 valid = DMABUF_MOCK_NO_PIN | DMABUF_MOCK_REQUIRE_REVOCABLE |
 			  DMABUF_MOCK_NO_VMAP | DMABUF_MOCK_VMAP_IOMEM |
 			  DMABUF_MOCK_VMAP_EAGER | DMABUF_MOCK_PIN_FENCE |
-			  DMABUF_MOCK_LAX_PIN;
+			  DMABUF_MOCK_LAX_PIN | DMABUF_MOCK_VMAP_INVALIDATE;
 	struct dmabuf_mock *mock;
 	struct dma_buf *dmabuf;
 
@@ -660,7 +675,6 @@ static void dmabuf_mock_scrub(struct dmabuf_mock *mock, u32 flags)
 VISIBLE_IF_KUNIT u64 dmabuf_mock_revoke_mark(struct dma_buf *dmabuf)
 {
 	struct dmabuf_mock *mock = dmabuf->priv;
-	struct dma_buf_attachment *attach;
 	u64 gen;
 
 	if (!dma_resv_trylock(dmabuf->resv)) {
@@ -669,10 +683,7 @@ VISIBLE_IF_KUNIT u64 dmabuf_mock_revoke_mark(struct dma_buf *dmabuf)
 	}
 	mock->revoked = true;
 	gen = ++mock->gen;
-	list_for_each_entry(attach, &dmabuf->attachments, node)
-		if (dma_buf_attach_revocable(attach))
-			atomic_inc(&mock->invalidates);
-	dma_buf_invalidate_mappings(dmabuf);
+	dmabuf_mock_invalidate(dmabuf);
 	dma_resv_wait_timeout(dmabuf->resv, DMA_RESV_USAGE_BOOKKEEP, false,
 			      MAX_SCHEDULE_TIMEOUT);
 	dmabuf_mock_pause(dmabuf, DMABUF_MOCK_AT_REVOKE_LOCKED);

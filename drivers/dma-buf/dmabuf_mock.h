@@ -52,6 +52,9 @@
  * @DMABUF_MOCK_LAX_PIN: .pin succeeds while the buffer is revoked, as
  *	for an exporter without .pin (dma_buf_pin() then returns 0): only a
  *	refused map or vmap stops an importer of the revoked buffer then
+ * @DMABUF_MOCK_VMAP_INVALIDATE: .vmap invalidates the attachments' mappings
+ *	before it maps, as an exporter that moves the buffer inside its own
+ *	vmap would: a pinned importer takes that invalidate for a revoke
  */
 enum dmabuf_mock_create_flags {
 	DMABUF_MOCK_NO_PIN = 1 << 0,
@@ -61,6 +64,7 @@ enum dmabuf_mock_create_flags {
 	DMABUF_MOCK_VMAP_EAGER = 1 << 4,
 	DMABUF_MOCK_PIN_FENCE = 1 << 5,
 	DMABUF_MOCK_LAX_PIN = 1 << 6,
+	DMABUF_MOCK_VMAP_INVALIDATE = 1 << 7,
 };
 
 #define DMABUF_MOCK_PIN_FENCE_MS 500

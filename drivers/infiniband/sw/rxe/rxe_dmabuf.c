@@ -138,6 +138,18 @@ int rxe_dmabuf_mr_init_user(struct rxe_dev *rxe, u64 offset, u64 length,
 		err = -EOPNOTSUPP;
 		goto err_vunmap;
 	}
+	/*
+	 * The exporter may have invalidated inside its vmap (a move it
+	 * started there). The import is pinned, so the core took that for
+	 * a revoke and unpinned it, before rxe's callback was installed:
+	 * nothing would ever drop this vmap, and the memory is no longer
+	 * held for the MR.
+	 */
+	if (umem_dmabuf->revoked) {
+		rxe_dbg_mr(mr, "dma-buf revoked during its vmap\n");
+		err = -ENODEV;
+		goto err_vunmap;
+	}
 
 	mr->dmabuf_map = map;
 	mr->dmabuf_vaddr = map.vaddr + offset;

@@ -85,6 +85,7 @@ static void revoke_work_fn(struct work_struct *work)
 
 KUNIT_DEFINE_ACTION_WRAPPER(dealloc_ibdev, ib_dealloc_device,
 			    struct ib_device *);
+KUNIT_DEFINE_ACTION_WRAPPER(put_dmabuf, dma_buf_put, struct dma_buf *);
 
 static s64 revokes_waited(struct rxe_dmabuf_kunit *ctx)
 {
@@ -267,17 +268,12 @@ static void test_copy_after_revoke(struct kunit *test)
 }
 
 /*
- * Deregistration of an MR that a task still holds a reference to, as when
- * rxe_cleanup() gives up waiting for one: nothing is kept. The import is
- * revoked, unmapped, unpinned and detached, the CPU access is ended, and
- * a copy by the holder afterwards is refused. The MR is a real import of
- * the mock's buffer, made by the registration path itself.
+ * A user MR of @dmabuf, registered by rxe_dmabuf_mr_init_user() as
+ * rxe_reg_user_mr_dmabuf() does: its result, the MR in @mrp.
  */
-static void test_release_while_referenced(struct kunit *test)
+static int reg_mr(struct kunit *test, struct rxe_dmabuf_kunit *ctx,
+		  struct dma_buf *dmabuf, struct rxe_mr **mrp)
 {
-	struct rxe_dmabuf_kunit *ctx = test->priv;
-	struct dmabuf_mock_query q = {};
-	u8 buf[sizeof(pattern)] = {};
 	struct rxe_dev *rxe;
 	struct rxe_mr *mr;
 	int fd, err;
@@ -292,15 +288,32 @@ static void test_release_while_referenced(struct kunit *test)
 	mr->elem.pool = &ctx->pool;
 	mr->ibmr.device = &rxe->ib_dev;
 
-	get_dma_buf(ctx->dmabuf);
-	fd = dma_buf_fd(ctx->dmabuf, O_CLOEXEC);
+	get_dma_buf(dmabuf);
+	fd = dma_buf_fd(dmabuf, O_CLOEXEC);
 	if (fd < 0)
-		dma_buf_put(ctx->dmabuf);
+		dma_buf_put(dmabuf);
 	KUNIT_ASSERT_GE(test, fd, 0);
 	err = rxe_dmabuf_mr_init_user(rxe, 0, PAGE_SIZE, MR_IOVA, fd,
 				      IB_ACCESS_LOCAL_WRITE, mr);
 	close_fd(fd);
-	KUNIT_ASSERT_EQ(test, err, 0);
+	*mrp = mr;
+	return err;
+}
+
+/*
+ * Deregistration of an MR that a task still holds a reference to, as when
+ * rxe_cleanup() gives up waiting for one: nothing is kept. The import is
+ * revoked, unmapped, unpinned and detached, the CPU access is ended, and
+ * a copy by the holder afterwards is refused.
+ */
+static void test_release_while_referenced(struct kunit *test)
+{
+	struct rxe_dmabuf_kunit *ctx = test->priv;
+	struct dmabuf_mock_query q = {};
+	u8 buf[sizeof(pattern)] = {};
+	struct rxe_mr *mr;
+
+	KUNIT_ASSERT_EQ(test, reg_mr(test, ctx, ctx->dmabuf, &mr), 0);
 	KUNIT_ASSERT_EQ(test, dmabuf_mock_query(ctx->dmabuf, &q), 0);
 	KUNIT_EXPECT_EQ(test, q.attachments, 1);
 	KUNIT_EXPECT_EQ(test, q.pins, 1);
@@ -319,6 +332,38 @@ static void test_release_while_referenced(struct kunit *test)
 	KUNIT_EXPECT_EQ(test, q.cpu_ends, 1);
 	KUNIT_EXPECT_EQ(test, rxe_dmabuf_mr_copy(mr, MR_IOVA, buf, sizeof(buf),
 						 RXE_TO_MR_OBJ), -EINVAL);
+}
+
+/*
+ * An exporter that invalidates inside its own vmap: the invalidate comes
+ * after the pin and before rxe has installed its revoke callback, so the
+ * core revokes and unpins the import without telling rxe. The
+ * registration must fail instead of publishing an address of memory the
+ * exporter no longer keeps for it, and leave nothing behind.
+ */
+static void test_reg_revoked_in_vmap(struct kunit *test)
+{
+	struct rxe_dmabuf_kunit *ctx = test->priv;
+	struct dmabuf_mock_query q = {};
+	struct dma_buf *dmabuf;
+	struct rxe_mr *mr;
+	int err;
+
+	dmabuf = dmabuf_mock_create(PAGE_SIZE, DMABUF_MOCK_VMAP_INVALIDATE);
+	KUNIT_ASSERT_FALSE(test, IS_ERR(dmabuf));
+	KUNIT_ASSERT_EQ(test, kunit_add_action_or_reset(test, put_dmabuf,
+							dmabuf), 0);
+	err = reg_mr(test, ctx, dmabuf, &mr);
+	KUNIT_EXPECT_EQ(test, err, -ENODEV);
+	if (!err)
+		rxe_dmabuf_mr_release(mr);
+	KUNIT_ASSERT_EQ(test, dmabuf_mock_query(dmabuf, &q), 0);
+	/* The window was reached: the exporter invalidated in its vmap */
+	KUNIT_EXPECT_EQ(test, q.invalidates, 1);
+	KUNIT_EXPECT_EQ(test, q.attachments, 0);
+	KUNIT_EXPECT_EQ(test, q.pins, 0);
+	KUNIT_EXPECT_EQ(test, q.vmaps, 0);
+	KUNIT_EXPECT_EQ(test, dmabuf->vmapping_counter, 0);
 }
 
 /*
@@ -341,6 +386,7 @@ static struct kunit_case rxe_dmabuf_cases[] = {
 	KUNIT_CASE(test_copy),
 	KUNIT_CASE(test_copy_after_revoke),
 	KUNIT_CASE(test_release_while_referenced),
+	KUNIT_CASE(test_reg_revoked_in_vmap),
 	KUNIT_CASE(test_flush_refused),
 	{}
 };
