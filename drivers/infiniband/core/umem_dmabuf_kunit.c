@@ -959,6 +959,8 @@ static void test_set_mr_release(struct kunit *test)
  * that can be made to fail, and optionally the uverbs exporter's .pin.
  */
 struct test_exporter {
+	/* First: uverbs_dmabuf_pin() reads the priv as the uverbs exporter's */
+	struct ib_uverbs_dmabuf_file uverbs;
 	struct page *pages[2];
 	int map_err;
 	atomic_t attachments;
@@ -1138,7 +1140,10 @@ static void test_map_failure(struct kunit *test)
 	KUNIT_EXPECT_EQ(test, file_count(dmabuf->file), refs);
 }
 
-/* The uverbs exporter's pin policy, on attachments of a mock buffer. */
+/*
+ * The uverbs exporter's pin policy, on attachments of a buffer that pins
+ * like it: revocable importers only, and none while the buffer is revoked.
+ */
 static void test_uverbs_pin_policy(struct kunit *test)
 {
 	static const struct dma_buf_attach_ops no_invalidate = {
@@ -1147,10 +1152,11 @@ static void test_uverbs_pin_policy(struct kunit *test)
 	struct umem_kunit *ctx = test->priv;
 	struct dma_buf_attachment *attach;
 	struct ib_umem_dmabuf *umem;
+	struct test_exporter *exp;
 	struct dma_buf *dmabuf;
 	int fd;
 
-	fd = ib_kunit_mock_fd(test, PAGE_SIZE, 0, &dmabuf);
+	fd = test_exp_fd(test, &test_exp_uverbs_ops, &exp, &dmabuf);
 	/* The core's revocable import: what the uverbs exporter accepts. */
 	umem = ib_umem_dmabuf_get_cpu_revocable_and_lock(ctx->ibdev, 0,
 							 PAGE_SIZE, fd, 0);
@@ -1171,7 +1177,24 @@ static void test_uverbs_pin_policy(struct kunit *test)
 	KUNIT_ASSERT_FALSE(test, IS_ERR(attach));
 	KUNIT_EXPECT_EQ(test, uverbs_dmabuf_pin(attach), -EOPNOTSUPP);
 	dma_buf_detach(dmabuf, attach);
-	ib_kunit_expect_mock(test, dmabuf, 0, 0, 0);
+
+	/* Revoked, as ib_uverbs_dmabuf_revoke() leaves it: no pin, either way */
+	dma_resv_lock(dmabuf->resv, NULL);
+	exp->uverbs.revoked = 1;
+	dma_resv_unlock(dmabuf->resv);
+	expect_import_fails(test, dmabuf,
+			    ib_umem_dmabuf_get_cpu_revocable_and_lock(ctx->ibdev,
+								      0, PAGE_SIZE,
+								      fd, 0),
+			    -ENODEV);
+	expect_import_fails(test, dmabuf,
+			    ib_umem_dmabuf_get_pinned_revocable_and_lock(ctx->ibdev,
+									 0, PAGE_SIZE,
+									 fd, 0),
+			    -ENODEV);
+	KUNIT_EXPECT_EQ(test, atomic_read(&exp->maps), 0);
+	KUNIT_EXPECT_EQ(test, atomic_read(&exp->attachments), 0);
+	KUNIT_EXPECT_EQ(test, atomic_read(&exp->unpins), 1);
 }
 
 /* An exporter that pins like ib_uverbs: MRs import, queue buffers do not. */
