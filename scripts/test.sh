@@ -357,6 +357,8 @@ run_step() {
 		# make test-one and make vm-shell, as a person uses them (five
 		# guests).
 		tapstep test-one "scripts/test-one-check.sh" "$top/scripts/test-one-check.sh"
+		# dmabuf_mr_real on the same kernel booted with swiotlb=force.
+		tapstep swiotlb "scripts/swiotlb-check.sh" "$top/scripts/swiotlb-check.sh"
 		;;
 	guest-base)
 		begin "guest: in-tree base kernel"

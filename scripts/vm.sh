@@ -45,6 +45,9 @@
 #   (QEMU's stdio, raw: Ctrl-C goes to the guest), and QEMU stays in the
 #   terminal's foreground process group to read it; CMD then runs a shell
 #   there (make vm-shell). The guest ends when that shell exits.
+#   VM_APPEND=ARGS: more kernel command line, e.g. swiotlb=force (every
+#   streaming DMA mapping bounces, as in a confidential-computing guest;
+#   scripts/swiotlb-check.sh).
 #   VM_BOOT_RETRY=1: with VM_TCG_THREAD=multi, boot once more when the
 #   guest died in boot-time code patching ("Oops: int3" on the console)
 #   before its init wrote anything: a known MTTCG failure (pipeline.md),
@@ -206,6 +209,7 @@ revoke.init=$top/scripts/vm/guest-init revoke.dir=$run"
 if [ "$kind" = stock ]; then
 	cmdline="$cmdline revoke.stock=1"
 fi
+cmdline="$cmdline${VM_APPEND:+ $VM_APPEND}"
 
 # KVM here exists but cannot run a guest (pipeline.md): probe once, then
 # remember the answer for this build directory.

@@ -87,9 +87,6 @@ module_param(max_pages, ulong, 0600);
 MODULE_PARM_DESC(max_pages,
 		 "pages CREATE may hold in all before -ENOMEM (0: the machine's)");
 
-static const struct dma_buf_ops dmabuf_mock_ops;
-static const struct dma_buf_ops dmabuf_mock_novmap_ops;
-
 static void dmabuf_mock_free_pages(struct page **pages, pgoff_t npages)
 {
 	pgoff_t i;
@@ -539,20 +536,33 @@ static void dmabuf_mock_release(struct dma_buf *dmabuf)
 	.map_dma_buf = dmabuf_mock_map,					\
 	.unmap_dma_buf = dmabuf_mock_unmap,				\
 	.mmap = dmabuf_mock_mmap,					\
-	.begin_cpu_access = dmabuf_mock_begin_cpu_access,		\
-	.end_cpu_access = dmabuf_mock_end_cpu_access,			\
 	.release = dmabuf_mock_release
 
-static const struct dma_buf_ops dmabuf_mock_ops = {
-	DMABUF_MOCK_OPS,
-	.vmap = dmabuf_mock_vmap,
-	.vunmap = dmabuf_mock_vunmap,
+#define DMABUF_MOCK_VMAP_OPS						\
+	.vmap = dmabuf_mock_vmap,					\
+	.vunmap = dmabuf_mock_vunmap
+
+#define DMABUF_MOCK_CPU_OPS						\
+	.begin_cpu_access = dmabuf_mock_begin_cpu_access,		\
+	.end_cpu_access = dmabuf_mock_end_cpu_access
+
+/*
+ * Indexed by dmabuf_mock_ops_index(): DMABUF_MOCK_NO_VMAP is an exporter
+ * without vmap, as most P2P ones are; DMABUF_MOCK_NO_CPU_ACCESS one
+ * without CPU access ops.
+ */
+static const struct dma_buf_ops dmabuf_mock_ops[4] = {
+	[0] = { DMABUF_MOCK_OPS, DMABUF_MOCK_VMAP_OPS, DMABUF_MOCK_CPU_OPS },
+	[1] = { DMABUF_MOCK_OPS, DMABUF_MOCK_CPU_OPS },
+	[2] = { DMABUF_MOCK_OPS, DMABUF_MOCK_VMAP_OPS },
+	[3] = { DMABUF_MOCK_OPS },
 };
 
-/* DMABUF_MOCK_NO_VMAP: an exporter without vmap, as most P2P ones are. */
-static const struct dma_buf_ops dmabuf_mock_novmap_ops = {
-	DMABUF_MOCK_OPS,
-};
+static unsigned int dmabuf_mock_ops_index(u32 flags)
+{
+	return (flags & DMABUF_MOCK_NO_VMAP ? 1 : 0) |
+	       (flags & DMABUF_MOCK_NO_CPU_ACCESS ? 2 : 0);
+}
 
 /**
  * dmabuf_mock_create - export a new buffer of zeroed system-memory pages
@@ -569,7 +579,8 @@ struct dma_buf *dmabuf_mock_create(u64 length, u32 flags)
 	const u32 valid = DMABUF_MOCK_NO_PIN | DMABUF_MOCK_REQUIRE_REVOCABLE |
 			  DMABUF_MOCK_NO_VMAP | DMABUF_MOCK_VMAP_IOMEM |
 			  DMABUF_MOCK_VMAP_EAGER | DMABUF_MOCK_PIN_FENCE |
-			  DMABUF_MOCK_LAX_PIN | DMABUF_MOCK_VMAP_INVALIDATE;
+			  DMABUF_MOCK_LAX_PIN | DMABUF_MOCK_VMAP_INVALIDATE |
+			  DMABUF_MOCK_NO_CPU_ACCESS;
 	struct dmabuf_mock *mock;
 	struct dma_buf *dmabuf;
 
@@ -606,8 +617,7 @@ struct dma_buf *dmabuf_mock_create(u64 length, u32 flags)
 		}
 	}
 
-	exp_info.ops = flags & DMABUF_MOCK_NO_VMAP ? &dmabuf_mock_novmap_ops :
-						    &dmabuf_mock_ops;
+	exp_info.ops = &dmabuf_mock_ops[dmabuf_mock_ops_index(flags)];
 	exp_info.size = length;
 	exp_info.flags = O_RDWR | O_CLOEXEC;
 	exp_info.priv = mock;
@@ -628,10 +638,12 @@ EXPORT_SYMBOL_NS_GPL(dmabuf_mock_create, "DMABUF_MOCK");
 
 static struct dmabuf_mock *to_mock(struct dma_buf *dmabuf)
 {
-	if (dmabuf->ops != &dmabuf_mock_ops &&
-	    dmabuf->ops != &dmabuf_mock_novmap_ops)
-		return NULL;
-	return dmabuf->priv;
+	unsigned int i;
+
+	for (i = 0; i < ARRAY_SIZE(dmabuf_mock_ops); i++)
+		if (dmabuf->ops == &dmabuf_mock_ops[i])
+			return dmabuf->priv;
+	return NULL;
 }
 
 /* After a completed revoke: make a late access to the old memory visible. */

@@ -55,6 +55,10 @@
  * @DMABUF_MOCK_VMAP_INVALIDATE: .vmap invalidates the attachments' mappings
  *	before it maps, as an exporter that moves the buffer inside its own
  *	vmap would: a pinned importer takes that invalidate for a revoke
+ * @DMABUF_MOCK_NO_CPU_ACCESS: no .begin_cpu_access and .end_cpu_access, as
+ *	for the DRM PRIME helpers' exporters, whose memory the CPU sees
+ *	with no work: an importer cannot tell the mock from an exporter
+ *	whose CPU access needs syncing by those ops
  */
 enum dmabuf_mock_create_flags {
 	DMABUF_MOCK_NO_PIN = 1 << 0,
@@ -65,6 +69,7 @@ enum dmabuf_mock_create_flags {
 	DMABUF_MOCK_PIN_FENCE = 1 << 5,
 	DMABUF_MOCK_LAX_PIN = 1 << 6,
 	DMABUF_MOCK_VMAP_INVALIDATE = 1 << 7,
+	DMABUF_MOCK_NO_CPU_ACCESS = 1 << 8,
 };
 
 #define DMABUF_MOCK_PIN_FENCE_MS 500

@@ -591,6 +591,39 @@ static void test_cpu_access(struct kunit *test)
 	dma_buf_put(dmabuf);
 }
 
+/*
+ * NO_CPU_ACCESS: no CPU access ops, so dma-buf's begin and end do not
+ * reach the mock; with NO_VMAP as well, still the mock's buffer.
+ */
+static void test_no_cpu_access(struct kunit *test)
+{
+	struct dma_buf *dmabuf = create(test, PAGE_SIZE,
+					DMABUF_MOCK_NO_CPU_ACCESS);
+	struct dma_buf *both = create(test, PAGE_SIZE,
+				      DMABUF_MOCK_NO_CPU_ACCESS |
+				      DMABUF_MOCK_NO_VMAP);
+	struct dmabuf_mock_query q;
+	struct iosys_map map;
+
+	KUNIT_EXPECT_NULL(test, dmabuf->ops->begin_cpu_access);
+	KUNIT_EXPECT_NULL(test, dmabuf->ops->end_cpu_access);
+	KUNIT_EXPECT_EQ(test, dma_buf_begin_cpu_access(dmabuf, DMA_FROM_DEVICE),
+			0);
+	KUNIT_EXPECT_EQ(test, dma_buf_end_cpu_access(dmabuf, DMA_FROM_DEVICE),
+			0);
+	q = query(test, dmabuf);
+	KUNIT_EXPECT_EQ(test, q.cpu_begins, 0);
+	KUNIT_EXPECT_EQ(test, q.cpu_ends, 0);
+	KUNIT_ASSERT_EQ(test, dma_buf_vmap_unlocked(dmabuf, &map), 0);
+	dma_buf_vunmap_unlocked(dmabuf, &map);
+
+	KUNIT_EXPECT_NULL(test, both->ops->begin_cpu_access);
+	KUNIT_EXPECT_EQ(test, dma_buf_vmap_unlocked(both, &map), -EINVAL);
+	KUNIT_EXPECT_EQ(test, query(test, both).vmaps, 0);
+	dma_buf_put(dmabuf);
+	dma_buf_put(both);
+}
+
 static void test_bad_input(struct kunit *test)
 {
 	u8 byte;
@@ -661,6 +694,7 @@ static struct kunit_case dmabuf_mock_cases[] = {
 	KUNIT_CASE(test_pin_fence),
 	KUNIT_CASE(test_pin_fence_release),
 	KUNIT_CASE(test_cpu_access),
+	KUNIT_CASE(test_no_cpu_access),
 	KUNIT_CASE(test_bad_input),
 	{}
 };

@@ -43,6 +43,18 @@
  * reservation lock in begin would take it per packet too.
  *
  * The data path therefore waits for nothing but a revoke in progress.
+ *
+ * The bracket stays open while peers write, and that is only right where
+ * the exporter's CPU sync moves no data. Where every streaming DMA mapping
+ * bounces (swiotlb=force, a confidential-computing guest), an exporter that
+ * syncs CPU access copies the bounce buffer of its own or another
+ * importer's mapping over the pages at the owner's next begin (udmabuf
+ * does), and what a peer wrote through rxe is lost. A bracket per copy
+ * would keep the data but wait for fences in the data path, and bounce
+ * the whole buffer for every packet. rxe cannot see what an exporter's
+ * sync does, only that it has one, so there it refuses the import with
+ * -EOPNOTSUPP, as ib_umem_get() refuses user memory to a device whose DMA
+ * bounces.
  * Deregistration releases the import once rxe_cleanup() has waited for the
  * MR's references, which the data path takes per packet or per copy.
  *
@@ -57,6 +69,7 @@
 
 #include <linux/dma-buf.h>
 #include <linux/dma-resv.h>
+#include <linux/swiotlb.h>
 
 #include "rxe.h"
 #include "rxe_loc.h"
@@ -125,6 +138,13 @@ int rxe_dmabuf_mr_init_user(struct rxe_dev *rxe, u64 offset, u64 length,
 	 */
 	if (!dmabuf->ops->vmap) {
 		rxe_dbg_mr(mr, "dma-buf exporter has no vmap\n");
+		err = -EOPNOTSUPP;
+		goto err_unlock;
+	}
+	/* Where DMA bounces, a CPU sync can undo a peer's writes: above */
+	if (is_swiotlb_force_bounce(&rxe->ib_dev.dev) &&
+	    (dmabuf->ops->begin_cpu_access || dmabuf->ops->end_cpu_access)) {
+		rxe_dbg_mr(mr, "dma-buf syncs CPU access and DMA bounces\n");
 		err = -EOPNOTSUPP;
 		goto err_unlock;
 	}
