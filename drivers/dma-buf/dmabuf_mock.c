@@ -34,6 +34,7 @@
 #include <linux/miscdevice.h>
 #include <linux/mm.h>
 #include <linux/module.h>
+#include <linux/sched/signal.h>
 #include <linux/slab.h>
 #include <linux/uaccess.h>
 #include <linux/vmalloc.h>
@@ -509,6 +510,9 @@ static int dmabuf_mock_end_cpu_access(struct dma_buf *dmabuf,
 {
 	struct dmabuf_mock *mock = dmabuf->priv;
 
+	if ((mock->flags & DMABUF_MOCK_CPU_END_EINTR) &&
+	    fatal_signal_pending(current))
+		return -EINTR;
 	atomic64_inc(&mock->cpu_ends);
 	return 0;
 }
@@ -580,7 +584,7 @@ struct dma_buf *dmabuf_mock_create(u64 length, u32 flags)
 			  DMABUF_MOCK_NO_VMAP | DMABUF_MOCK_VMAP_IOMEM |
 			  DMABUF_MOCK_VMAP_EAGER | DMABUF_MOCK_PIN_FENCE |
 			  DMABUF_MOCK_LAX_PIN | DMABUF_MOCK_VMAP_INVALIDATE |
-			  DMABUF_MOCK_NO_CPU_ACCESS;
+			  DMABUF_MOCK_NO_CPU_ACCESS | DMABUF_MOCK_CPU_END_EINTR;
 	struct dmabuf_mock *mock;
 	struct dma_buf *dmabuf;
 

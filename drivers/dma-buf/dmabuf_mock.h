@@ -59,6 +59,11 @@
  *	for the DRM PRIME helpers' exporters, whose memory the CPU sees
  *	with no work: an importer cannot tell the mock from an exporter
  *	whose CPU access needs syncing by those ops
+ * @DMABUF_MOCK_CPU_END_EINTR: .end_cpu_access fails with -EINTR, without
+ *	ending the access, while a fatal signal is pending, as an exporter
+ *	whose end waits interruptibly for a contended lock does (udmabuf's
+ *	reservation lock, i915's object lock) when a killed process closes
+ *	the last file that held the buffer
  */
 enum dmabuf_mock_create_flags {
 	DMABUF_MOCK_NO_PIN = 1 << 0,
@@ -70,6 +75,7 @@ enum dmabuf_mock_create_flags {
 	DMABUF_MOCK_LAX_PIN = 1 << 6,
 	DMABUF_MOCK_VMAP_INVALIDATE = 1 << 7,
 	DMABUF_MOCK_NO_CPU_ACCESS = 1 << 8,
+	DMABUF_MOCK_CPU_END_EINTR = 1 << 9,
 };
 
 #define DMABUF_MOCK_PIN_FENCE_MS 500

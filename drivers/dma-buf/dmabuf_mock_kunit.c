@@ -624,6 +624,27 @@ static void test_no_cpu_access(struct kunit *test)
 	dma_buf_put(both);
 }
 
+/* CPU_END_EINTR: end fails with -EINTR only while a fatal signal is pending. */
+static void test_cpu_end_eintr(struct kunit *test)
+{
+	struct dma_buf *dmabuf = create(test, PAGE_SIZE,
+					DMABUF_MOCK_CPU_END_EINTR);
+
+	KUNIT_ASSERT_EQ(test, dma_buf_begin_cpu_access(dmabuf, DMA_TO_DEVICE),
+			0);
+	allow_signal(SIGKILL);
+	send_sig(SIGKILL, current, 1);
+	KUNIT_EXPECT_EQ(test, dma_buf_end_cpu_access(dmabuf, DMA_TO_DEVICE),
+			-EINTR);
+	flush_signals(current);
+	disallow_signal(SIGKILL);
+	KUNIT_EXPECT_EQ(test, query(test, dmabuf).cpu_ends, 0);
+	KUNIT_EXPECT_EQ(test, dma_buf_end_cpu_access(dmabuf, DMA_TO_DEVICE),
+			0);
+	KUNIT_EXPECT_EQ(test, query(test, dmabuf).cpu_ends, 1);
+	dma_buf_put(dmabuf);
+}
+
 static void test_bad_input(struct kunit *test)
 {
 	u8 byte;
@@ -695,6 +716,7 @@ static struct kunit_case dmabuf_mock_cases[] = {
 	KUNIT_CASE(test_pin_fence_release),
 	KUNIT_CASE(test_cpu_access),
 	KUNIT_CASE(test_no_cpu_access),
+	KUNIT_CASE(test_cpu_end_eintr),
 	KUNIT_CASE(test_bad_input),
 	{}
 };

@@ -214,6 +214,57 @@ err_unlock:
 	return err;
 }
 
+/* The end of a CPU access that the exporter refused to a killed task */
+struct rxe_dmabuf_cpu_end {
+	struct work_struct work;
+	struct dma_buf *dmabuf;
+};
+
+static void rxe_dmabuf_cpu_end_work(struct work_struct *work)
+{
+	struct rxe_dmabuf_cpu_end *end =
+		container_of(work, struct rxe_dmabuf_cpu_end, work);
+	int err;
+
+	err = dma_buf_end_cpu_access(end->dmabuf, DMA_BIDIRECTIONAL);
+	if (err)
+		pr_warn_ratelimited("rxe: dma-buf CPU access not ended, err = %d\n",
+				    err);
+	dma_buf_put(end->dmabuf);
+	kfree(end);
+}
+
+static void rxe_dmabuf_mr_end_cpu_access(struct rxe_mr *mr)
+{
+	struct dma_buf *dmabuf = rxe_dmabuf_mr_dmabuf(mr);
+	struct rxe_dmabuf_cpu_end *end;
+	int err;
+
+	err = dma_buf_end_cpu_access(dmabuf, DMA_BIDIRECTIONAL);
+	if (err != -EINTR && err != -ERESTARTSYS) {
+		if (err)
+			rxe_dbg_mr(mr, "dma-buf CPU access end failed, err = %d\n",
+				   err);
+		return;
+	}
+	/*
+	 * An exporter whose end waits interruptibly (udmabuf and i915 take a
+	 * lock there) fails it while this task has a signal pending, as a
+	 * killed process has when its files are closed. A worker has no
+	 * signals: end the access there, holding the buffer until then.
+	 * rxe_wq is drained before the module goes.
+	 */
+	end = kmalloc(sizeof(*end), GFP_KERNEL);
+	if (!end) {
+		rxe_dbg_mr(mr, "dma-buf CPU access not ended, err = %d\n", err);
+		return;
+	}
+	INIT_WORK(&end->work, rxe_dmabuf_cpu_end_work);
+	get_dma_buf(dmabuf);
+	end->dmabuf = dmabuf;
+	queue_work(rxe_wq, &end->work);
+}
+
 /*
  * Deregistration, from rxe_mr_cleanup(): ends the CPU access that
  * registration began, then releases the import, which revokes the MR if
@@ -224,8 +275,7 @@ err_unlock:
 void rxe_dmabuf_mr_release(struct rxe_mr *mr)
 {
 	if (mr->dmabuf_cpu_access)
-		dma_buf_end_cpu_access(rxe_dmabuf_mr_dmabuf(mr),
-				       DMA_BIDIRECTIONAL);
+		rxe_dmabuf_mr_end_cpu_access(mr);
 	ib_umem_release(mr->umem);
 	mr->umem = NULL;
 }

@@ -19,6 +19,7 @@
 #include <linux/fdtable.h>
 #include <linux/iosys-map.h>
 #include <linux/jiffies.h>
+#include <linux/sched/signal.h>
 #include <linux/workqueue.h>
 
 #include "../../../dma-buf/dmabuf_mock.h"
@@ -335,6 +336,51 @@ static void test_release_while_referenced(struct kunit *test)
 }
 
 /*
+ * Deregistration by a process that is being killed, of a buffer whose
+ * exporter waits interruptibly in end_cpu_access: the end fails with
+ * -EINTR there, and the CPU access registration began must still be
+ * ended, from a context without the signal, once. The rest of the release
+ * does not wait for that.
+ */
+static void test_release_end_interrupted(struct kunit *test)
+{
+	struct rxe_dmabuf_kunit *ctx = test->priv;
+	struct dmabuf_mock_query q = {};
+	struct dma_buf *dmabuf;
+	unsigned long timeout;
+	struct rxe_mr *mr;
+
+	dmabuf = dmabuf_mock_create(PAGE_SIZE, DMABUF_MOCK_CPU_END_EINTR);
+	KUNIT_ASSERT_FALSE(test, IS_ERR(dmabuf));
+	KUNIT_ASSERT_EQ(test, kunit_add_action_or_reset(test, put_dmabuf,
+							dmabuf), 0);
+	KUNIT_ASSERT_EQ(test, reg_mr(test, ctx, dmabuf, &mr), 0);
+	kref_init(&mr->elem.ref_cnt);
+
+	/* This task, killed: the exporter's end fails with -EINTR */
+	allow_signal(SIGKILL);
+	send_sig(SIGKILL, current, 1);
+	KUNIT_ASSERT_TRUE(test, fatal_signal_pending(current));
+	KUNIT_EXPECT_EQ(test, dma_buf_end_cpu_access(dmabuf, DMA_BIDIRECTIONAL),
+			-EINTR);
+	rxe_dmabuf_mr_release(mr);
+	flush_signals(current);
+	disallow_signal(SIGKILL);
+
+	KUNIT_ASSERT_EQ(test, dmabuf_mock_query(dmabuf, &q), 0);
+	KUNIT_EXPECT_EQ(test, q.attachments, 0);
+	KUNIT_EXPECT_EQ(test, q.pins, 0);
+	KUNIT_EXPECT_EQ(test, q.cpu_begins, 1);
+	/* Ended later, by a worker: wait for that, generously */
+	timeout = jiffies + 10 * HZ;
+	while (!q.cpu_ends && time_before(jiffies, timeout)) {
+		msleep(20);
+		KUNIT_ASSERT_EQ(test, dmabuf_mock_query(dmabuf, &q), 0);
+	}
+	KUNIT_EXPECT_EQ(test, q.cpu_ends, 1);
+}
+
+/*
  * An exporter that invalidates inside its own vmap: the invalidate comes
  * after the pin and before rxe has installed its revoke callback, so the
  * core revokes and unpins the import without telling rxe. The
@@ -386,6 +432,7 @@ static struct kunit_case rxe_dmabuf_cases[] = {
 	KUNIT_CASE(test_copy),
 	KUNIT_CASE(test_copy_after_revoke),
 	KUNIT_CASE(test_release_while_referenced),
+	KUNIT_CASE(test_release_end_interrupted),
 	KUNIT_CASE(test_reg_revoked_in_vmap),
 	KUNIT_CASE(test_flush_refused),
 	{}
