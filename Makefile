@@ -16,7 +16,7 @@ export KSELFTEST_TARGETS
 	kselftest docs rdma-core iproute2 userspace demo vm test check \
 	bisect-check stress qemu-plugin qemu-plugin-check bench bench-profile \
 	two-host dkms dkms-check deb deb-check clean test-base test-one vm-shell kunit-py coverage \
-	repro-cq-overflow
+	repro-cq-overflow blktests
 
 help:
 	@sed -n 's/^## //p' $(MAKEFILE_LIST)
@@ -128,6 +128,15 @@ $(B)/userspace/rxe_cq_overflow: userspace/repro/rxe_cq_overflow.c
 repro-cq-overflow: $(B)/userspace/rxe_cq_overflow
 	scripts/vm.sh -k $(or $(filter-out debian,$(KERNEL)),stock) -n repro -t 600 -- \
 		$(TOP)/userspace/repro/rxe_cq_overflow.sh $<
+
+## blktests      blktests' nvme and srp groups over rxe (use_rxe=1) on
+##               Debian's stock 7.3 kernel with rdma_rxe rebuilt from v7.3.4
+##               plus the stack's rdma-rc fixes of rxe; BLKTESTS_DIR=a
+##               blktests checkout (not packaged, no network fetch here),
+##               BLKTESTS_RXE="fixed stock" also on the stock rdma_rxe; an hour or
+##               more under TCG, not part of make test
+blktests: tree
+	scripts/blktests.sh $(T)
 
 ## demo          boot Debian's 7.3 in QEMU with our modules: the revoke demo
 ##               (dma-buf MR on rxe, traffic, revoke, the peer's error);

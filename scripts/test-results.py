@@ -637,7 +637,8 @@ class DmaBufMRTest(unittest.TestCase):
                   "base-check.sh", "oot.sh", "kernel.sh", "lint.sh",
                   "docs.sh", "rdma-core-pr.sh", "iproute2.sh",
                   "bench-smoke.sh", "deps.sh", "requirements.sh",
-                  "test-requirements.sh", "test-one-check.sh"):
+                  "test-requirements.sh", "test-one-check.sh",
+                  "swiotlb-check.sh"):
             write(os.path.join(sd, f), "#!/bin/bash\n" + passing)
         # The debug kernel's build takes FAKE_KERNEL_SECS (the guests
         # wait for it).
@@ -754,18 +755,19 @@ esac
        not last.endswith(" 0 failed"),
        "test.sh (stand-ins): every step list empty: no result is no pass",
        out)
-    # (The guest-debian step also runs the stand-in of
-    # scripts/test-one-check.sh: one pass more in each total below.)
+    # (The guest-debian step also runs the stand-ins of
+    # scripts/test-one-check.sh and scripts/swiotlb-check.sh: two passes
+    # more in each total below.)
     fake_guest(guest, GUEST_OK[:2] + [
         "rdmatool: not ok 1 - shows the MR (lkey 7)"], rc=1)
     rc, last, out = test_sh(root, guest, "guest-debian", vm_rc=3)
-    ok(rc == 1 and last == "5 passed, 1 failed" and
+    ok(rc == 1 and last == "6 passed, 1 failed" and
        tap_of(root, "guest-debian-vm").count("\nok 1 ") == 1,
        "test.sh (stand-ins): a test that fails in the guest counts once, "
        "not again in the run's own result (vm.sh exit 3)", out)
     fake_guest(guest, GUEST_OK, rc=1)
     rc, last, out = test_sh(root, guest, "guest-debian", vm_rc=3)
-    ok(rc == 1 and last == "5 passed, 1 failed" and
+    ok(rc == 1 and last == "6 passed, 1 failed" and
        "its command exited 1 with no failed result" in
        tap_of(root, "guest-debian-vm"),
        "test.sh (stand-ins): a guest command that fails with no failed "
@@ -779,7 +781,7 @@ esac
     fake_guest(guest, GUEST_OK[:2] + [
         "rdmatool: not ok 1 - shows the MR (lkey 7)"], rc=1)
     rc, last, out = test_sh(root, guest, "guest-debian", vm_rc=1)
-    ok(rc == 1 and last == "4 passed, 2 failed" and
+    ok(rc == 1 and last == "5 passed, 2 failed" and
        tap_of(root, "guest-debian-vm").count("\nnot ok 1 ") == 1,
        "test.sh (stand-ins): a splat, timeout or no boot (vm.sh exit 1) "
        "fails the run's own result too", out)

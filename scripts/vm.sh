@@ -48,6 +48,9 @@
 #   VM_APPEND=ARGS: more kernel command line, e.g. swiotlb=force (every
 #   streaming DMA mapping bounces, as in a confidential-computing guest;
 #   scripts/swiotlb-check.sh).
+#   VM_UPDATES="KO...": more modules for the guest's updates/ directory,
+#   which depmod ranks above the kernel's own (e.g. one rebuilt module
+#   on Debian's stock kernel: scripts/blktests.sh).
 #   VM_BOOT_RETRY=1: with VM_TCG_THREAD=multi, boot once more when the
 #   guest died in boot-time code patching ("Oops: int3" on the console)
 #   before its init wrote anything: a known MTTCG failure (pipeline.md),
@@ -154,6 +157,11 @@ if [ "$kind" = debian ] && [ -s "$build/oot/modules.list" ]; then
 		cp "$build/oot/out/$ko" "$root/lib/modules/$kver/updates/"
 	done < "$build/oot/modules.list"
 fi
+for ko in ${VM_UPDATES:-}; do
+	mkdir -p "$root/lib/modules/$kver/updates"
+	cp "$ko" "$root/lib/modules/$kver/updates/" ||
+		{ echo "vm: VM_UPDATES: no module $ko" >&2; exit 1; }
+done
 depmod -b "$root" "$kver"
 
 # Stage-1 initramfs: busybox plus the modules the 9p root needs (built in
