@@ -15,6 +15,9 @@
 # Tools the tests need and the host may lack (nvme-cli, fio,
 # multipath-tools, xfsprogs, sg3-utils, gawk) come from Debian bookworm through
 # apt with private state, unpacked into the guest's overlay root.
+# The nvme tests' file-backed namespaces live on the guest's overlay
+# root, in its memory: NVME_IMG_SIZE 256M (BLKTESTS_NVME_IMG_SIZE), not
+# blktests' 1G, which fills it (ENOSPC in nvme/010's fio).
 # The guest has no udev: blktests' srp tests that wait for a multipath
 # device (srp/002 on) fail there on any rdma_rxe (results/README.md).
 # Output: each guest's log, build/vm/blktests-{fixed,stock}/out.log (with
@@ -85,6 +88,7 @@ run() {
 	cat > "$b/config-$name" <<-CFG
 	use_rxe=1
 	NVMET_TRTYPES=rdma
+	NVME_IMG_SIZE=${BLKTESTS_NVME_IMG_SIZE:-256M}
 	CFG
 	# In the guest: the tools into the overlay root, configfs, a veth
 	# pair with an IPv4 address (blktests binds rxe to every interface
