@@ -497,9 +497,10 @@ static void test_no_pin(struct kunit *test)
 									 fd, 0),
 			    -EOPNOTSUPP);
 	expect_import_fails(test, dmabuf,
-			    ib_umem_dmabuf_get_cpu_revocable_and_lock(ctx->ibdev,
-								      0, PAGE_SIZE,
-								      fd, 0),
+			    ib_umem_dmabuf_get_revocable_and_lock(ctx->ibdev,
+								  NULL, 0,
+								  PAGE_SIZE,
+								  fd, 0),
 			    -EOPNOTSUPP);
 	expect_import_fails(test, dmabuf,
 			    ib_umem_dmabuf_get_pinned(ctx->ibdev, 0, PAGE_SIZE,
@@ -557,8 +558,8 @@ static void test_cpu_revocable(struct kunit *test)
 	int fd;
 
 	fd = ib_kunit_mock_fd(test, 2 * PAGE_SIZE, 0, &dmabuf);
-	umem = ib_umem_dmabuf_get_cpu_revocable_and_lock(ctx->ibdev, 0,
-							 2 * PAGE_SIZE, fd, 0);
+	umem = ib_umem_dmabuf_get_revocable_and_lock(ctx->ibdev, NULL, 0,
+						     2 * PAGE_SIZE, fd, 0);
 	KUNIT_ASSERT_FALSE(test, IS_ERR(umem));
 	KUNIT_EXPECT_TRUE(test, dma_resv_is_locked(dmabuf->resv));
 	KUNIT_EXPECT_PTR_EQ(test, umem->attach->dev, &ctx->ibdev->dev);
@@ -805,9 +806,9 @@ static void test_import_waits_for_migration(struct kunit *test)
 	fd = ib_kunit_mock_fd(test, 2 * PAGE_SIZE, DMABUF_MOCK_PIN_FENCE,
 			      &dmabuf);
 	if (*cpu)
-		umem = ib_umem_dmabuf_get_cpu_revocable_and_lock(ctx->ibdev, 0,
-								 2 * PAGE_SIZE,
-								 fd, 0);
+		umem = ib_umem_dmabuf_get_revocable_and_lock(ctx->ibdev, NULL,
+							     0, 2 * PAGE_SIZE,
+							     fd, 0);
 	else
 		umem = ib_umem_dmabuf_get_pinned_revocable_and_lock(ctx->ibdev,
 								    0,
@@ -854,16 +855,14 @@ static void test_require_revocable(struct kunit *test)
 	ib_kunit_expect_mock(test, dmabuf, 1, 1, 1);
 	ib_umem_release(&umem->umem);
 
-	umem = ib_umem_dmabuf_get_pinned_revocable_with_dma_device_and_lock(ctx->ibdev,
-									    ctx->dma_dev,
-									    0, PAGE_SIZE,
-									    fd, 0);
+	umem = ib_umem_dmabuf_get_revocable_and_lock(ctx->ibdev, ctx->dma_dev,
+						     0, PAGE_SIZE, fd, 0);
 	KUNIT_ASSERT_FALSE(test, IS_ERR(umem));
 	dma_resv_unlock(dmabuf->resv);
 	ib_umem_release(&umem->umem);
 
-	umem = ib_umem_dmabuf_get_cpu_revocable_and_lock(ctx->ibdev, 0,
-							 PAGE_SIZE, fd, 0);
+	umem = ib_umem_dmabuf_get_revocable_and_lock(ctx->ibdev, NULL, 0,
+						     PAGE_SIZE, fd, 0);
 	KUNIT_ASSERT_FALSE(test, IS_ERR(umem));
 	dma_resv_unlock(dmabuf->resv);
 	ib_kunit_expect_mock(test, dmabuf, 1, 1, 0);
@@ -884,11 +883,8 @@ static void test_dma_device(struct kunit *test)
 
 	other = ib_kunit_dma_device(test, "ib_umem_dmabuf_kunit_dd");
 	fd = ib_kunit_mock_fd(test, 3 * PAGE_SIZE, 0, &dmabuf);
-	umem = ib_umem_dmabuf_get_pinned_revocable_with_dma_device_and_lock(ctx->ibdev,
-									    other,
-									    0,
-									    3 * PAGE_SIZE,
-									    fd, 0);
+	umem = ib_umem_dmabuf_get_revocable_and_lock(ctx->ibdev, other, 0,
+						     3 * PAGE_SIZE, fd, 0);
 	KUNIT_ASSERT_FALSE(test, IS_ERR(umem));
 	KUNIT_EXPECT_TRUE(test, dma_resv_is_locked(dmabuf->resv));
 	KUNIT_EXPECT_PTR_EQ(test, umem->attach->dev, other);
@@ -922,16 +918,44 @@ static void test_set_mr_revoke(struct kunit *test)
 	ib_umem_dmabuf_set_mr_locked(umem, &mr.ibmr);
 	dma_resv_unlock(dmabuf->resv);
 	KUNIT_EXPECT_PTR_EQ(test, umem->mr, &mr.ibmr);
-	KUNIT_EXPECT_TRUE(test, test_bit(IB_MR_DMABUF, &mr.ibmr.dmabuf_flags));
-	KUNIT_EXPECT_TRUE(test, test_bit(IB_MR_DMABUF_REVOCABLE,
-					 &mr.ibmr.dmabuf_flags));
+	KUNIT_EXPECT_PTR_EQ(test, mr.ibmr.umem_dmabuf, umem);
 	KUNIT_EXPECT_FALSE(test, test_bit(IB_MR_DMABUF_REVOKED,
-					  &mr.ibmr.dmabuf_flags));
+					  &umem->mr_flags));
 
 	KUNIT_EXPECT_EQ(test, ib_kunit_mock_revoke(dmabuf), 0);
 	KUNIT_EXPECT_TRUE(test, test_bit(IB_MR_DMABUF_REVOKED,
-					 &mr.ibmr.dmabuf_flags));
+					 &umem->mr_flags));
 	ib_umem_release(&umem->umem);
+	expect_revoked_once(test, &mr);
+}
+
+/*
+ * A driver that returns another MR than the one it built on the umem (mlx5
+ * data-direct) moves the umem to it: the MR it leaves no longer reaches the
+ * umem, and the one it goes to reports the revoke.
+ */
+static void test_set_mr_move(struct kunit *test)
+{
+	struct fake_mr mr = {}, other = {};
+	struct ib_umem_dmabuf *umem;
+	struct dma_buf *dmabuf;
+	int fd;
+
+	fd = ib_kunit_mock_fd(test, PAGE_SIZE, 0, &dmabuf);
+	umem = import_mr(test, fd, PAGE_SIZE, &mr);
+	dma_resv_lock(dmabuf->resv, NULL);
+	ib_umem_dmabuf_set_mr_locked(umem, &mr.ibmr);
+	ib_umem_dmabuf_set_mr_locked(umem, &other.ibmr);
+	dma_resv_unlock(dmabuf->resv);
+	KUNIT_EXPECT_PTR_EQ(test, umem->mr, &other.ibmr);
+	KUNIT_EXPECT_NULL(test, mr.ibmr.umem_dmabuf);
+	KUNIT_EXPECT_PTR_EQ(test, other.ibmr.umem_dmabuf, umem);
+
+	KUNIT_EXPECT_EQ(test, ib_kunit_mock_revoke(dmabuf), 0);
+	KUNIT_EXPECT_TRUE(test, test_bit(IB_MR_DMABUF_REVOKED,
+					 &umem->mr_flags));
+	ib_umem_release(&umem->umem);
+	KUNIT_EXPECT_NULL(test, other.ibmr.umem_dmabuf);
 	expect_revoked_once(test, &mr);
 }
 
@@ -947,10 +971,10 @@ static void test_set_mr_release(struct kunit *test)
 	dma_resv_lock(dmabuf->resv, NULL);
 	ib_umem_dmabuf_set_mr_locked(umem, &mr.ibmr);
 	dma_resv_unlock(dmabuf->resv);
+	KUNIT_EXPECT_PTR_EQ(test, mr.ibmr.umem_dmabuf, umem);
 	ib_umem_release(&umem->umem);
-	/* The MR outlives its umem as a tombstone: revoked, whoever did it. */
-	KUNIT_EXPECT_TRUE(test, test_bit(IB_MR_DMABUF_REVOKED,
-					 &mr.ibmr.dmabuf_flags));
+	/* The MR may outlive its umem: it must not point at the freed one. */
+	KUNIT_EXPECT_NULL(test, mr.ibmr.umem_dmabuf);
 	expect_revoked_once(test, &mr);
 }
 
@@ -1158,8 +1182,8 @@ static void test_uverbs_pin_policy(struct kunit *test)
 
 	fd = test_exp_fd(test, &test_exp_uverbs_ops, &exp, &dmabuf);
 	/* The core's revocable import: what the uverbs exporter accepts. */
-	umem = ib_umem_dmabuf_get_cpu_revocable_and_lock(ctx->ibdev, 0,
-							 PAGE_SIZE, fd, 0);
+	umem = ib_umem_dmabuf_get_revocable_and_lock(ctx->ibdev, NULL, 0,
+						     PAGE_SIZE, fd, 0);
 	KUNIT_ASSERT_FALSE(test, IS_ERR(umem));
 	KUNIT_EXPECT_EQ(test, uverbs_dmabuf_pin(umem->attach), 0);
 	dma_resv_unlock(dmabuf->resv);
@@ -1183,9 +1207,10 @@ static void test_uverbs_pin_policy(struct kunit *test)
 	exp->uverbs.revoked = 1;
 	dma_resv_unlock(dmabuf->resv);
 	expect_import_fails(test, dmabuf,
-			    ib_umem_dmabuf_get_cpu_revocable_and_lock(ctx->ibdev,
-								      0, PAGE_SIZE,
-								      fd, 0),
+			    ib_umem_dmabuf_get_revocable_and_lock(ctx->ibdev,
+								  NULL, 0,
+								  PAGE_SIZE,
+								  fd, 0),
 			    -ENODEV);
 	expect_import_fails(test, dmabuf,
 			    ib_umem_dmabuf_get_pinned_revocable_and_lock(ctx->ibdev,
@@ -1287,6 +1312,7 @@ static struct kunit_case umem_dmabuf_cases[] = {
 	KUNIT_CASE(test_require_revocable),
 	KUNIT_CASE(test_dma_device),
 	KUNIT_CASE(test_set_mr_revoke),
+	KUNIT_CASE(test_set_mr_move),
 	KUNIT_CASE(test_set_mr_release),
 	KUNIT_CASE(test_uverbs_pin_policy),
 	KUNIT_CASE(test_uverbs_pin_exporter),

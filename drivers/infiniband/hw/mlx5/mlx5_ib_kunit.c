@@ -309,11 +309,10 @@ static void dd_import(struct kunit *test, struct mlx5_ib_mr *mr, int fd)
 
 	KUNIT_ASSERT_GE(test, fd, 0);
 	umem_dmabuf =
-		ib_umem_dmabuf_get_pinned_revocable_with_dma_device_and_lock(&fw->dev->ib_dev,
-									     fw->dd->device,
-									     0, MR_BYTES,
-									     fd,
-									     IB_ACCESS_LOCAL_WRITE);
+		ib_umem_dmabuf_get_revocable_and_lock(&fw->dev->ib_dev,
+						      fw->dd->device, 0,
+						      MR_BYTES, fd,
+						      IB_ACCESS_LOCAL_WRITE);
 	KUNIT_ASSERT_FALSE_MSG(test, IS_ERR(umem_dmabuf), "import: %pe",
 			       umem_dmabuf);
 	mr->umem = &umem_dmabuf->umem;

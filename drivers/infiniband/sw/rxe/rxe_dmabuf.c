@@ -4,11 +4,11 @@
  *
  * rxe moves data with the CPU, so it never DMA-maps a dma-buf: the core
  * attaches for the ib_device's own struct device and pins without mapping
- * (ib_umem_dmabuf_get_cpu_revocable_and_lock()), and rxe takes a kernel
- * address with dma_buf_vmap(). An exporter without vmap, or whose vmap is
- * I/O memory, cannot be copied from with memcpy() and is refused with
- * -EOPNOTSUPP; memory only a peer device can reach is refused at attach
- * (no allow_peer2peer).
+ * (ib_umem_dmabuf_get_revocable_and_lock() without a DMA device), and
+ * rxe takes a kernel address with dma_buf_vmap(). An exporter without
+ * vmap, or whose vmap is I/O memory, cannot be copied from with memcpy()
+ * and is refused with -EOPNOTSUPP; memory only a peer device can reach is
+ * refused at attach (no allow_peer2peer).
  *
  * Revoke: every CPU access to the MR's memory (the requester reading a
  * SEND or WRITE payload, the responder writing WRITE and SEND data, reading
@@ -83,12 +83,8 @@ static void rxe_dmabuf_mr_revoke(void *priv)
 
 	dma_resv_assert_held(dmabuf->resv);
 
-	/* Count the revokes that find a copy in progress, and wait for it */
-	if (!down_write_trylock(&mr->dmabuf_sem)) {
-		rxe_counter_inc(mr->elem.pool->rxe,
-				RXE_CNT_DMABUF_REVOKE_WAITED);
-		down_write(&mr->dmabuf_sem);
-	}
+	/* Wait for a copy in progress */
+	down_write(&mr->dmabuf_sem);
 	/* Read without the lock by key lookups (lookup_mr()) */
 	WRITE_ONCE(mr->state, RXE_MR_STATE_INVALID);
 	mr->dmabuf_vaddr = NULL;
@@ -121,9 +117,9 @@ int rxe_dmabuf_mr_init_user(struct rxe_dev *rxe, u64 offset, u64 length,
 	rxe_mr_init(access, mr);
 	init_rwsem(&mr->dmabuf_sem);
 
-	umem_dmabuf = ib_umem_dmabuf_get_cpu_revocable_and_lock(&rxe->ib_dev,
-								offset, length,
-								fd, access);
+	umem_dmabuf = ib_umem_dmabuf_get_revocable_and_lock(&rxe->ib_dev, NULL,
+							    offset, length, fd,
+							    access);
 	if (IS_ERR(umem_dmabuf)) {
 		err = PTR_ERR(umem_dmabuf);
 		rxe_dbg_mr(mr, "dma-buf import failed, err = %d\n", err);

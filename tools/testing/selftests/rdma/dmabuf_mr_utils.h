@@ -474,30 +474,6 @@ static inline int _test_dereg_dmabuf_mr(struct dmabuf_mr *m)
 	return ret;
 }
 
-/*
- * rxe counts the revokes that find a copy in progress and wait for it
- * (hw counter dmabuf_revoke_waited): its value on @d, or -1 without it.
- */
-static inline int64_t rdma_revoke_waited(const struct rdma_dev_info *d)
-{
-	char path[256], buf[32];
-	ssize_t n;
-	int fd;
-
-	snprintf(path, sizeof(path),
-		 "/sys/class/infiniband/%s/ports/%u/hw_counters/dmabuf_revoke_waited",
-		 d->name, d->port);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -1;
-	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return -1;
-	buf[n] = 0;
-	return strtoll(buf, NULL, 10);
-}
-
 /* What registering one dma-buf MR showed, before any test ran. */
 struct dmabuf_mr_probe {
 	const char *path;	/* how MRs get registered */
