@@ -18,8 +18,9 @@
 # The nvme tests' file-backed namespaces live on the guest's overlay
 # root, in its memory: NVME_IMG_SIZE 256M (BLKTESTS_NVME_IMG_SIZE), not
 # blktests' 1G, which fills it (ENOSPC in nvme/010's fio).
-# The guest has no udev: blktests' srp tests that wait for a multipath
-# device (srp/002 on) fail there on any rdma_rxe (results/README.md).
+# The guest's init runs no udev; blktests' srp tests wait for multipath
+# devices, which multipathd makes from udev's events, so the guest starts
+# systemd-udevd (the host's, through the overlay root) before blktests.
 # Output: each guest's log, build/vm/blktests-{fixed,stock}/out.log (with
 # the .full log of each failed test at its end), and a summary of each
 # test's status on stdout (build/blktests/summary-{fixed,stock}).
@@ -102,6 +103,8 @@ run() {
 		ip link add bt0 type veth peer name bt1 &&
 		ip addr add 10.11.0.1/24 dev bt0 && ip link set bt0 up &&
 		ip link set bt1 up &&
+		/lib/systemd/systemd-udevd --daemon && udevadm trigger &&
+		udevadm settle &&
 		cd $b/src && { ./check -c $b/config-$name $tests; rc=\$?;
 		for bad in results/*/*/*.out.bad; do [ -e \$bad ] || continue;
 			echo \"== \${bad%.out.bad}.full\"; tail -n 60 \${bad%.out.bad}.full; done;
