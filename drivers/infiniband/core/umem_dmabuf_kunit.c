@@ -905,6 +905,20 @@ static void test_dma_device(struct kunit *test)
 	ib_kunit_expect_mock(test, dmabuf, 0, 0, 0);
 }
 
+/* Import as import_mr() does, then tell the core the MR, as a driver does. */
+static struct ib_umem_dmabuf *import_linked_mr(struct kunit *test, int fd,
+					       struct fake_mr *mr)
+{
+	struct umem_kunit *ctx = test->priv;
+	struct ib_umem_dmabuf *umem = import_mr(test, fd, PAGE_SIZE, mr);
+
+	mr->ibmr.device = ctx->ibdev;
+	dma_resv_lock(mr->resv, NULL);
+	ib_umem_dmabuf_set_mr_locked(umem, &mr->ibmr);
+	dma_resv_unlock(mr->resv);
+	return umem;
+}
+
 static void test_set_mr_revoke(struct kunit *test)
 {
 	struct ib_umem_dmabuf *umem;
@@ -913,10 +927,7 @@ static void test_set_mr_revoke(struct kunit *test)
 	int fd;
 
 	fd = ib_kunit_mock_fd(test, PAGE_SIZE, 0, &dmabuf);
-	umem = import_mr(test, fd, PAGE_SIZE, &mr);
-	dma_resv_lock(dmabuf->resv, NULL);
-	ib_umem_dmabuf_set_mr_locked(umem, &mr.ibmr);
-	dma_resv_unlock(dmabuf->resv);
+	umem = import_linked_mr(test, fd, &mr);
 	KUNIT_EXPECT_PTR_EQ(test, umem->mr, &mr.ibmr);
 	KUNIT_EXPECT_PTR_EQ(test, mr.ibmr.umem_dmabuf, umem);
 	KUNIT_EXPECT_FALSE(test, test_bit(IB_MR_DMABUF_REVOKED,
@@ -942,9 +953,8 @@ static void test_set_mr_move(struct kunit *test)
 	int fd;
 
 	fd = ib_kunit_mock_fd(test, PAGE_SIZE, 0, &dmabuf);
-	umem = import_mr(test, fd, PAGE_SIZE, &mr);
+	umem = import_linked_mr(test, fd, &mr);
 	dma_resv_lock(dmabuf->resv, NULL);
-	ib_umem_dmabuf_set_mr_locked(umem, &mr.ibmr);
 	ib_umem_dmabuf_set_mr_locked(umem, &other.ibmr);
 	dma_resv_unlock(dmabuf->resv);
 	KUNIT_EXPECT_PTR_EQ(test, umem->mr, &other.ibmr);
@@ -967,10 +977,7 @@ static void test_set_mr_release(struct kunit *test)
 	int fd;
 
 	fd = ib_kunit_mock_fd(test, PAGE_SIZE, 0, &dmabuf);
-	umem = import_mr(test, fd, PAGE_SIZE, &mr);
-	dma_resv_lock(dmabuf->resv, NULL);
-	ib_umem_dmabuf_set_mr_locked(umem, &mr.ibmr);
-	dma_resv_unlock(dmabuf->resv);
+	umem = import_linked_mr(test, fd, &mr);
 	KUNIT_EXPECT_PTR_EQ(test, mr.ibmr.umem_dmabuf, umem);
 	ib_umem_release(&umem->umem);
 	/* The MR may outlive its umem: it must not point at the freed one. */
