@@ -118,10 +118,11 @@ $(B)/userspace/%: userspace/%.cpp userspace/rdma_util.h userspace/insn_marker.h 
 	g++ -std=c++17 -O2 -Wall -Wextra -Werror -o $@ $< -libverbs
 
 ## repro-cq-overflow  the upstream reproducer of rxe's receive-CQ
-##               overflow (userspace/repro) in QEMU: on Debian's stock 7.3
-##               kernel and rdma-core (KERNEL=base or debug: the patched
-##               in-tree kernels); prints how long ibv_dereg_mr() took,
-##               fails past 10 s (the stock kernel: 51 s and a WARNING)
+##               overflow (userspace/repro) in QEMU: on Debian's stock
+##               trixie-backports 7.3 kernel and rdma-core (KERNEL=base or
+##               debug: the patched in-tree kernels); prints how long
+##               ibv_dereg_mr() took, fails past 10 s (the stock kernel: 51 s
+##               and a WARNING)
 $(B)/userspace/rxe_cq_overflow: userspace/repro/rxe_cq_overflow.c
 	@mkdir -p $(@D)
 	gcc -O2 -Wall -Wextra -Werror -o $@ $< -libverbs
@@ -130,25 +131,27 @@ repro-cq-overflow: $(B)/userspace/rxe_cq_overflow
 		$(TOP)/userspace/repro/rxe_cq_overflow.sh $<
 
 ## blktests      blktests' nvme and srp groups over rxe (use_rxe=1) on
-##               Debian's stock 7.3 kernel with rdma_rxe rebuilt from v7.3.4
-##               plus the stack's rdma-rc fixes of rxe; BLKTESTS_DIR=a
-##               blktests checkout (not packaged, no network fetch here),
-##               BLKTESTS_RXE="fixed stock" also on the stock rdma_rxe; an hour or
-##               more under TCG, not part of make test
+##               Debian's stock trixie-backports 7.3 kernel with rdma_rxe
+##               rebuilt from v7.3.4 plus the stack's rdma-rc fixes of rxe;
+##               BLKTESTS_DIR=a blktests checkout (not packaged, no network
+##               fetch here), BLKTESTS_RXE="fixed stock" also on the stock
+##               rdma_rxe; an hour or more under TCG, not part of make test
 blktests: tree
 	scripts/blktests.sh $(T)
 
-## demo          boot Debian's 7.3 in QEMU with our modules: the revoke demo
-##               (dma-buf MR on rxe, traffic, revoke, the peer's error);
-##               installs the host packages it needs first (root)
+## demo          boot Debian's trixie-backports 7.3 in QEMU with our modules:
+##               the revoke demo (dma-buf MR on rxe, traffic, revoke, the
+##               peer's error); installs the host packages it needs first
+##               (root)
 demo:
 	scripts/deps.sh --demo
 	$(MAKE) modules rdma-core userspace
 	scripts/vm.sh -n demo -t 600 -- $(TOP)/scripts/vm/demo.sh
 
-## two-host      two guests at once over a QEMU wire: Debian's 7.3 with our
-##               modules (dma-buf MR, revoke) against Debian's stock 7.3 and
-##               distro rdma-core; not part of `make test` (README)
+## two-host      two guests at once over a QEMU wire: Debian's trixie-backports
+##               7.3 kernel with our modules (dma-buf MR, revoke) against the
+##               same kernel stock, with distro rdma-core; not part of
+##               `make test` (README)
 two-host: modules rdma-core userspace
 	scripts/two-host.sh
 
@@ -230,8 +233,9 @@ base-check: tree
 dkms:
 	scripts/dkms.sh
 
-## dkms-check    the DKMS package on Debian's 6.1, 6.12 and 7.3: dkms add,
-##               build, install in a debootstrap'd root of each release, then
+## dkms-check    the DKMS package on Debian's kernels 6.1 (bookworm), 6.12
+##               (trixie) and 7.3 (trixie-backports): dkms add, build,
+##               install in a debootstrap'd root of each release, then
 ##               the mock's kselftest in QEMU on that kernel (root; about
 ##               2 minutes, 5 the first time); not part of `make test`
 dkms-check: $(B)/.unpacked
@@ -239,19 +243,20 @@ dkms-check: $(B)/.unpacked
 	scripts/dkms-check.sh
 
 ## deb           the series' RDMA core modules, rxe and dmabuf_mock as a
-##               Debian DKMS package for Debian's 7.3 kernel (dh-dkms):
-##               build/deb/revoke-rdma-dkms_VERSION_all.deb; DEB_HW=1:
-##               revoke-rdma-hw-dkms, also the RDMA hardware drivers,
+##               Debian DKMS package for Debian's trixie-backports 7.3 kernel
+##               (dh-dkms): build/deb/revoke-rdma-dkms_VERSION_all.deb;
+##               DEB_HW=1: revoke-rdma-hw-dkms, also the RDMA hardware drivers,
 ##               bnxt_en, mana, ionic and the InfiniBand ULPs
 deb: modules
 	@scripts/deps.sh --check --deb
 	scripts/deb.sh
 
 ## deb-check     the .deb as a user installs it: apt install in a trixie
-##               root with Debian's 7.3 kernel, a guest on it (the package's
-##               modules, the Debian guest's kselftests), apt purge, a guest
-##               with the stock modules (root; about 6 minutes, 9 with
-##               DEB_HW=1, 1-2 more the first time); not part of `make test`
+##               root with Debian's trixie-backports 7.3 kernel, a guest on it
+##               (the package's modules, the Debian guest's kselftests), apt
+##               purge, a guest with the stock modules (root; about 6
+##               minutes, 9 with DEB_HW=1, 1-2 more the first time); not part
+##               of `make test`
 deb-check: modules userspace rdma-core iproute2
 	@scripts/deps.sh --check --deb
 	@[ -x $(B)/kselftest/run_kselftest.sh ] || $(MAKE) kselftest

@@ -15,7 +15,8 @@
 #                kernel function (function_graph) instead of perf, and
 #                scripts/bench-ftrace.py sums up its callees per sample kind
 #                into build/bench/ftrace-S.txt
-# Environment: KERNEL=debian|base|debug (default debian: Debian's 7.3 with
+# Environment: KERNEL=debian|base|debug (default debian: Debian's
+# trixie-backports 7.3 with
 #   our modules), BENCH_PAIRS (default 31), BENCH_SECTIONS (default abcde),
 #   VM_CPUS (default 1: under TCG all vCPUs share one host thread, so a
 #   second vCPU only adds contention), BENCH_INSNS=0 to skip instruction

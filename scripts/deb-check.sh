@@ -1,6 +1,6 @@
 #!/bin/bash
-# `make deb-check`: the DKMS .deb of scripts/deb.sh on a stock Debian 7.3
-# system, as its user installs it:
+# `make deb-check`: the DKMS .deb of scripts/deb.sh on a stock Debian
+# trixie-backports 7.3 system, as its user installs it:
 #   - a trixie root (debootstrap, dkms) with the base's 7.3 kernel, image,
 #     modules and headers (configs/base.pin's, as scripts/fetch.sh got
 #     them), installed with apt from trixie-backports

@@ -1,6 +1,6 @@
 #!/bin/bash
 # `make deb`: the series' RDMA modules as a Debian DKMS package, built with
-# dh-dkms, for Debian's 7.3 kernel: the RDMA core modules
+# dh-dkms, for Debian's trixie-backports 7.3 kernel: the RDMA core modules
 # (drivers/infiniband/core), rxe and dmabuf_mock, compiled from the patched
 # tree (build/linux) on the system that installs the package, into
 # /lib/modules/KVER/updates/dkms, where modprobe prefers them to the stock
@@ -240,8 +240,9 @@ Replaces: $conflicts
 Description: revocable dma-buf MRs for RDMA (DKMS source)
  $what,
  built from Linux v7.3 with the revocable dma-buf MR series, by DKMS
- for Debian's 7.3 kernels. The modules go to updates/dkms, where modprobe
- prefers them to the kernel's own; removing the package brings those back.
+ for the 7.3 kernels of Debian 13 (trixie) backports. The modules go to
+ updates/dkms, where modprobe prefers them to the kernel's own; removing
+ the package brings those back.
  .
  What is built into the kernel (the dma-buf core, udmabuf) keeps the
  kernel's code. The package's modules export their symbols in the

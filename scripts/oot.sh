@@ -3,7 +3,8 @@
 # the patched tree (build/linux) against a distro kernel's headers.
 #
 # usage: scripts/oot.sh [make args...]
-#   KDIR=...   kernel build dir to build against (default: Debian's 7.3
+#   KDIR=...   kernel build dir to build against (default: Debian's
+#   trixie-backports 7.3
 #              headers from `make fetch`, made usable on bookworm first)
 #   OOT_W=1    pass W=1; OOT_C=1 run sparse (C=1) on what is rebuilt
 #   OOT_HW=1   also build the hardware drivers the series changes (mlx5,

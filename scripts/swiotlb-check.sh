@@ -1,8 +1,8 @@
 #!/bin/bash
-# dma-buf MRs on a kernel whose DMA bounces: Debian's 7.3 kernel with our
-# modules, booted with swiotlb=force (every streaming DMA mapping goes
-# through a bounce buffer, as in a confidential-computing guest), runs
-# dmabuf_mr_real, the dma-buf MRs of exporters we did not write. There a
+# dma-buf MRs on a kernel whose DMA bounces: Debian's trixie-backports 7.3
+# kernel with our modules, booted with swiotlb=force (every streaming DMA
+# mapping goes through a bounce buffer, as in a confidential-computing guest),
+# runs dmabuf_mr_real, the dma-buf MRs of exporters we did not write. There a
 # CPU sync by the exporter can copy a bounce buffer over what a peer wrote
 # through rxe: rxe must refuse udmabuf and the system heap (EOPNOTSUPP,
 # nothing attached) and keep every byte of vgem's, qxl's and vivid's

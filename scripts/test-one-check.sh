@@ -1,8 +1,8 @@
 #!/bin/bash
-# scripts/test-one.sh as a person uses it, on Debian's 7.3 kernel with our
-# modules (four guests, about 30 s each): one case of dmabuf_mr through its
-# rxe wrapper runs alone and passes; a filter that matches no case fails
-# (kselftest_harness itself passes it); an unknown program is a usage
+# scripts/test-one.sh as a person uses it, on Debian's trixie-backports 7.3
+# kernel with our modules (four guests, about 30 s each): one case of dmabuf_mr
+# through its rxe wrapper runs alone and passes; a filter that matches no case
+# fails (kselftest_harness itself passes it); an unknown program is a usage
 # error; a program without a wrapper gets its arguments (dmabuf_mock -l,
 # which exits 4 after listing, as every kselftest_harness program does).
 # And make vm-shell, on a terminal (script(1)'s): what is typed runs in the

@@ -10,7 +10,8 @@
 #         rxe devices); the ARGs go to the program, e.g. -r
 #         FIXTURE.VARIANT.TEST for one case, -l to list them
 #         kunit:MODULE:SUITE, e.g. kunit:efa_kunit:efa_dmabuf_mr (-k debug)
-#   -k    the kernel (default debian: Debian's 7.3 with our modules);
+#   -k    the kernel (default debian: Debian's trixie-backports 7.3 with our
+#   modules);
 #         -K/-M a kernel image of your own and its modules (scripts/vm.sh)
 # make test-one T=TEST [ARGS="..."] [KERNEL=debug] builds what it needs
 # first. Exit status: the test's (0 passed, 4 skipped, else failed), or 1

@@ -292,7 +292,7 @@ run_step() {
 		tapstep base-check "scripts/base-check.sh" "$top/scripts/base-check.sh"
 		;;
 	oot)
-		begin "build: out-of-tree modules against Debian's 7.3 headers"
+		begin "build: out-of-tree modules against Debian's trixie-backports 7.3 headers"
 		single build-oot "build: out-of-tree modules" "$top/scripts/oot.sh"
 		;;
 	kernels)
@@ -357,7 +357,7 @@ run_step() {
 		tapstep bench-smoke "scripts/bench-smoke.sh" "$top/scripts/bench-smoke.sh"
 		;;
 	guest-debian)
-		begin "guest: Debian 7.3 kernel + our out-of-tree modules"
+		begin "guest: Debian trixie-backports 7.3 kernel + our out-of-tree modules"
 		guest debian
 		# make test-one and make vm-shell, as a person uses them (five
 		# guests).
@@ -372,7 +372,7 @@ run_step() {
 		begin "guest: in-tree debug kernel (KASAN, lockdep, kmemleak, ...)"
 		guest debug ;;
 	guest-dkms)
-		begin "guest: Debian 7.3 kernel + the modules the DKMS package installed"
+		begin "guest: Debian trixie-backports 7.3 kernel + the modules the DKMS package installed"
 		guest dkms ;;
 	*) echo "test: unknown step $step" >&2; exit 2 ;;
 	esac

@@ -1,11 +1,12 @@
 #!/bin/bash
-# Two guests at once, joined by a wire: guest A runs Debian's 7.3 kernel with
-# our out-of-tree modules (scripts/vm.sh -k debian), guest B Debian's stock
-# 7.3 kernel, modules and rdma-core (-k stock). Each is its own QEMU
-# process under single-threaded TCG with one virtio-net NIC; the NICs are
-# joined by QEMU's stream netdev over a unix socket (A listens, B
-# connects), no host bridge or tap. In each guest scripts/vm/two-host-guest.sh
-# puts rxe on the NIC and runs userspace/two_host against the other.
+# Two guests at once, joined by a wire: guest A runs Debian's trixie-backports
+# 7.3 kernel with our out-of-tree modules (scripts/vm.sh -k debian), guest B
+# Debian's stock trixie-backports 7.3 kernel, modules and rdma-core (-k stock).
+# Each is its own QEMU process under single-threaded TCG with one virtio-net
+# NIC; the NICs are joined by QEMU's stream netdev over a unix socket (A
+# listens, B connects), no host bridge or tap. In each guest
+# scripts/vm/two-host-guest.sh puts rxe on the NIC and runs userspace/two_host
+# against the other.
 #
 # usage: scripts/two-host.sh
 # Environment: TWO_HOST_TIMEOUT (per guest, seconds, default 600),
@@ -53,8 +54,8 @@ if [ ${#sock} -gt 100 ]; then
 fi
 rm -f "$sock" "$dir"/*.out
 declare -A pid name kind what
-name[A]=two-host-a kind[A]=debian what[A]="Debian 7.3 + our modules"
-name[B]=two-host-b kind[B]=stock what[B]="Debian 7.3 stock, distro rdma-core"
+name[A]=two-host-a kind[A]=debian what[A]="Debian trixie-backports 7.3 + our modules"
+name[B]=two-host-b kind[B]=stock what[B]="Debian trixie-backports 7.3 stock, distro rdma-core"
 stopped=
 
 # Each line of a guest's run as "[A 12s] line": seconds since the start.

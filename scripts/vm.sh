@@ -10,9 +10,11 @@
 #
 # usage: scripts/vm.sh [-k debian|stock|base|debug | -K IMAGE -M MODDIR]
 #                      [-t SECONDS] [-n NAME] -- CMD...
-#   -k debian  Debian's prebuilt 7.3 kernel + modules, our out-of-tree
+#   -k debian  Debian's prebuilt trixie-backports 7.3 kernel + modules, our
+#   out-of-tree
 #              modules (build/oot) installed over the stock ones (default)
-#   -k stock   Debian's prebuilt 7.3 kernel with only its own modules, and
+#   -k stock   Debian's prebuilt trixie-backports 7.3 kernel with only its own
+#   modules, and
 #              the distro's rdma-core and rdma tool (none of build/oot,
 #              build/rdma-core-pr, build/iproute2): an unpatched peer
 #   -k base    the in-tree kernel (make kernel), all modules from the tree

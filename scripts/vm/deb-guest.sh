@@ -1,7 +1,8 @@
 #!/bin/bash
-# Runs in a guest of scripts/deb-check.sh, on Debian's 7.3 kernel with the
-# module tree the DKMS package's install (or removal) left. Checks are
-# printed as "debguest: ok|not ok NAME"; the last line is "debguest: end".
+# Runs in a guest of scripts/deb-check.sh, on Debian's trixie-backports 7.3
+# kernel with the module tree the DKMS package's install (or removal) left.
+# Checks are printed as "debguest: ok|not ok NAME"; the last line is "debguest:
+# end".
 #
 # usage: deb-guest.sh installed LIST [--refused MOD...] [--loads MOD...]
 #        deb-guest.sh removed LIST [--loads MOD...]

@@ -1,8 +1,8 @@
 #!/bin/bash
 # Runs rxe_cq_overflow on a fresh rxe device over a veth pair, in a guest
-# (scripts/vm.sh -k stock: Debian's 7.3 kernel and rdma-core, nothing of
-# ours): make repro-cq-overflow. Prints the time ibv_dereg_mr() took and
-# exits with the program's status.
+# (scripts/vm.sh -k stock: Debian's trixie-backports 7.3 kernel and rdma-core,
+# nothing of ours): make repro-cq-overflow. Prints the time ibv_dereg_mr() took
+# and exits with the program's status.
 set -u
 bin=${1:?usage: rxe_cq_overflow.sh BINARY}
 modprobe rdma_rxe || exit 2
