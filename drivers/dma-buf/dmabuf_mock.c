@@ -144,6 +144,7 @@ static int dmabuf_mock_attach(struct dma_buf *dmabuf,
 	}
 	attach->priv = ma;
 	atomic_inc(&mock->attachments);
+	dmabuf_mock_pause(dmabuf, attach, DMABUF_MOCK_AT_ATTACH);
 	return 0;
 }
 
@@ -263,16 +264,19 @@ EXPORT_SYMBOL_IF_KUNIT(dmabuf_mock_hold_pin_fence);
 /**
  * dmabuf_mock_pause - a point where KUnit can stop the mock
  * @dmabuf: the buffer
+ * @attach: the attachment the mock is working on, or NULL
  * @point: where the mock is
  *
  * Does nothing, unless a KUnit test replaced it with a static stub: the
- * stub then runs in the mock's place, in the test's own thread, and can
- * start and wait for whatever must happen just there.
+ * stub then runs in the mock's place, in the calling thread, and can start
+ * and wait for whatever must happen just there, or act as another exporter
+ * would there.
  */
 VISIBLE_IF_KUNIT void dmabuf_mock_pause(struct dma_buf *dmabuf,
+					struct dma_buf_attachment *attach,
 					enum dmabuf_mock_point point)
 {
-	KUNIT_STATIC_STUB_REDIRECT(dmabuf_mock_pause, dmabuf, point);
+	KUNIT_STATIC_STUB_REDIRECT(dmabuf_mock_pause, dmabuf, attach, point);
 }
 EXPORT_SYMBOL_IF_KUNIT(dmabuf_mock_pause);
 
@@ -300,6 +304,7 @@ static int dmabuf_mock_pin(struct dma_buf_attachment *attach)
 	int ret;
 
 	dma_resv_assert_held(attach->dmabuf->resv);
+	dmabuf_mock_pause(attach->dmabuf, attach, DMABUF_MOCK_AT_PIN);
 	/* As the uverbs exporter: no pinned importers. */
 	if (mock->flags & DMABUF_MOCK_NO_PIN)
 		return -EOPNOTSUPP;
@@ -319,7 +324,7 @@ static void dmabuf_mock_unpin(struct dma_buf_attachment *attach)
 	struct dmabuf_mock *mock = attach->dmabuf->priv;
 
 	dma_resv_assert_held(attach->dmabuf->resv);
-	dmabuf_mock_pause(attach->dmabuf, DMABUF_MOCK_AT_UNPIN);
+	dmabuf_mock_pause(attach->dmabuf, attach, DMABUF_MOCK_AT_UNPIN);
 	atomic_dec(&mock->pins);
 }
 
@@ -684,6 +689,23 @@ static void dmabuf_mock_scrub(struct dmabuf_mock *mock, u32 flags)
 }
 
 /*
+ * Mark the buffer revoked and tell the importers, under the reservation
+ * lock. Returns the generation that identifies this revoke. KUnit calls it
+ * alone where the mock already holds the lock (in its .pin).
+ */
+VISIBLE_IF_KUNIT u64 dmabuf_mock_revoke_mark_locked(struct dma_buf *dmabuf)
+{
+	struct dmabuf_mock *mock = dmabuf->priv;
+
+	dma_resv_assert_held(dmabuf->resv);
+	mock->revoked = true;
+	++mock->gen;
+	dmabuf_mock_invalidate(dmabuf);
+	return mock->gen;
+}
+EXPORT_SYMBOL_IF_KUNIT(dmabuf_mock_revoke_mark_locked);
+
+/*
  * The first step of a revoke, under the reservation lock: mark the buffer
  * revoked, tell the importers, wait for fences; then zap user mappings.
  * Returns the generation that identifies this revoke.
@@ -697,12 +719,10 @@ VISIBLE_IF_KUNIT u64 dmabuf_mock_revoke_mark(struct dma_buf *dmabuf)
 		atomic_inc(&mock->revoke_lock_waits);
 		dma_resv_lock(dmabuf->resv, NULL);
 	}
-	mock->revoked = true;
-	gen = ++mock->gen;
-	dmabuf_mock_invalidate(dmabuf);
+	gen = dmabuf_mock_revoke_mark_locked(dmabuf);
 	dma_resv_wait_timeout(dmabuf->resv, DMA_RESV_USAGE_BOOKKEEP, false,
 			      MAX_SCHEDULE_TIMEOUT);
-	dmabuf_mock_pause(dmabuf, DMABUF_MOCK_AT_REVOKE_LOCKED);
+	dmabuf_mock_pause(dmabuf, NULL, DMABUF_MOCK_AT_REVOKE_LOCKED);
 	dma_resv_unlock(dmabuf->resv);
 	atomic_inc(&mock->revokes);
 

@@ -288,11 +288,17 @@ void dmabuf_mock_stats(struct dmabuf_mock_stats *s);
 /**
  * enum dmabuf_mock_point - where KUnit can stop the mock, with a static stub
  *	of dmabuf_mock_pause() (kunit_activate_static_stub())
+ * @DMABUF_MOCK_AT_ATTACH: in .attach, the attachment accepted but not yet
+ *	listed nor returned to its importer, the reservation lock not held
+ * @DMABUF_MOCK_AT_PIN: in .pin, before the mock decides, the reservation
+ *	lock held
  * @DMABUF_MOCK_AT_UNPIN: in .unpin, the reservation lock held
  * @DMABUF_MOCK_AT_REVOKE_LOCKED: in a revoke, the importers told, the
  *	reservation lock still held
  */
 enum dmabuf_mock_point {
+	DMABUF_MOCK_AT_ATTACH,
+	DMABUF_MOCK_AT_PIN,
 	DMABUF_MOCK_AT_UNPIN,
 	DMABUF_MOCK_AT_REVOKE_LOCKED,
 };
@@ -300,10 +306,13 @@ enum dmabuf_mock_point {
 #if IS_ENABLED(CONFIG_KUNIT)
 /* The steps of dmabuf_mock_revoke(), for KUnit to interleave. */
 u64 dmabuf_mock_revoke_mark(struct dma_buf *dmabuf);
+u64 dmabuf_mock_revoke_mark_locked(struct dma_buf *dmabuf);
 int dmabuf_mock_revoke_wait(struct dma_buf *dmabuf, unsigned int timeout_ms,
 			    char *holder, size_t holder_len);
 bool dmabuf_mock_revoke_scrub(struct dma_buf *dmabuf, u64 gen, u32 flags);
-void dmabuf_mock_pause(struct dma_buf *dmabuf, enum dmabuf_mock_point point);
+void dmabuf_mock_pause(struct dma_buf *dmabuf,
+		       struct dma_buf_attachment *attach,
+		       enum dmabuf_mock_point point);
 unsigned int dmabuf_mock_revoke_lock_waits(struct dma_buf *dmabuf);
 void dmabuf_mock_hold_pin_fence(struct dma_buf *dmabuf, bool hold);
 #endif

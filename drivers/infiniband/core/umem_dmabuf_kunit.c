@@ -40,6 +40,8 @@ struct umem_kunit {
 	struct device *dma_dev;
 	/* test_revoke_release_orders: what its pause points share */
 	struct race_point *rp;
+	/* the cases in the window between an import's attach and its pin */
+	struct window *window;
 	long exporters_before;
 };
 
@@ -288,6 +290,7 @@ static struct race_point *race_point(struct kunit *test)
  * takes the lock next; test_driver_revoke_then_exporter makes the first.
  */
 static void pause_release_first(struct dma_buf *dmabuf,
+				struct dma_buf_attachment *attach,
 				enum dmabuf_mock_point point)
 {
 	struct umem_kunit *ctx = kunit_get_current_test()->priv;
@@ -307,6 +310,7 @@ static void pause_release_first(struct dma_buf *dmabuf,
  * the release waits for the lock.
  */
 static void pause_revoke_first(struct dma_buf *dmabuf,
+			       struct dma_buf_attachment *attach,
 			       enum dmabuf_mock_point point)
 {
 	struct umem_kunit *ctx = kunit_get_current_test()->priv;
@@ -593,19 +597,57 @@ static void import_cpu_desc(const bool *cpu, char *desc)
 KUNIT_ARRAY_PARAM(import_kind, import_cpu, import_cpu_desc);
 
 /*
- * The attach step of an import alone: the umem is then on the exporter's
- * list and not yet pinned, the window the test stands in.
+ * The window between an import's attach and its pin, reached through the
+ * exporter with the mock's pause points: in its .attach, when the attachment
+ * is about to be listed but dma_buf_dynamic_attach() has not returned it to
+ * the importer, and in its .pin, the attachment listed, the reservation lock
+ * held, nothing pinned yet. There the stub does what another exporter does:
+ * invalidate the mappings (a move), or revoke the buffer for good.
  */
-static struct ib_umem_dmabuf *attach_only(struct kunit *test, int fd,
-					  size_t size, bool cpu)
+struct window {
+	enum dmabuf_mock_point point;
+	bool revoke;
+	int reached;
+};
+
+static void pause_in_window(struct dma_buf *dmabuf,
+			    struct dma_buf_attachment *attach,
+			    enum dmabuf_mock_point point)
+{
+	struct umem_kunit *ctx = kunit_get_current_test()->priv;
+	struct window *w = ctx->window;
+
+	if (point != w->point)
+		return;
+	w->reached++;
+	if (point == DMABUF_MOCK_AT_ATTACH) {
+		/* What the exporter's invalidate does once it is listed */
+		dma_resv_lock(dmabuf->resv, NULL);
+		attach->importer_ops->invalidate_mappings(attach);
+		dma_resv_unlock(dmabuf->resv);
+	} else if (w->revoke) {
+		dmabuf_mock_revoke_mark_locked(dmabuf);
+	} else {
+		dma_buf_invalidate_mappings(dmabuf);
+	}
+}
+
+/* The whole import, DMA or CPU, with the exporter acting in the window. */
+static struct ib_umem_dmabuf *import_through(struct kunit *test, int fd,
+					     size_t size, bool cpu,
+					     struct window *w)
 {
 	struct umem_kunit *ctx = test->priv;
 	struct ib_umem_dmabuf *umem;
 
-	umem = ib_umem_dmabuf_attach_revocable(ctx->ibdev, 0, size, fd, 0, cpu);
-	KUNIT_ASSERT_FALSE_MSG(test, IS_ERR(umem), "no attach: %d",
-			       PTR_ERR_OR_ZERO(umem));
-	KUNIT_EXPECT_FALSE(test, umem->pinned);
+	ctx->window = w;
+	kunit_activate_static_stub(test, dmabuf_mock_pause, pause_in_window);
+	umem = ib_umem_dmabuf_get_revocable_and_lock(ctx->ibdev,
+						     cpu ? NULL :
+						     ctx->ibdev->dma_device,
+						     0, size, fd, 0);
+	kunit_deactivate_static_stub(test, dmabuf_mock_pause);
+	KUNIT_EXPECT_EQ_MSG(test, w->reached, 1, "the window was not reached");
 	return umem;
 }
 
@@ -620,7 +662,8 @@ static void finish_and_revoke(struct kunit *test, struct ib_umem_dmabuf *umem,
 	struct fake_mr mr = { .resv = dmabuf->resv };
 	struct iosys_map map;
 
-	KUNIT_ASSERT_EQ(test, ib_umem_dmabuf_pin_and_lock(umem, !cpu), 0);
+	KUNIT_ASSERT_FALSE_MSG(test, IS_ERR(umem), "no umem: %d",
+			       PTR_ERR_OR_ZERO(umem));
 	KUNIT_EXPECT_TRUE(test, umem->pinned);
 	KUNIT_EXPECT_FALSE(test, umem->revoked);
 	if (cpu) {
@@ -650,17 +693,14 @@ static void finish_and_revoke(struct kunit *test, struct ib_umem_dmabuf *umem,
  */
 static void test_invalidate_before_pin_is_move(struct kunit *test)
 {
+	struct window w = { .point = DMABUF_MOCK_AT_PIN };
 	const bool *cpu = test->param_value;
 	struct ib_umem_dmabuf *umem;
 	struct dma_buf *dmabuf;
 	int fd;
 
 	fd = ib_kunit_mock_fd(test, 2 * PAGE_SIZE, 0, &dmabuf);
-	umem = attach_only(test, fd, 2 * PAGE_SIZE, *cpu);
-	dma_resv_lock(dmabuf->resv, NULL);
-	dma_buf_invalidate_mappings(dmabuf);
-	dma_resv_unlock(dmabuf->resv);
-	KUNIT_EXPECT_FALSE(test, umem->revoked);
+	umem = import_through(test, fd, 2 * PAGE_SIZE, *cpu, &w);
 	finish_and_revoke(test, umem, dmabuf, *cpu);
 }
 
@@ -671,21 +711,14 @@ static void test_invalidate_before_pin_is_move(struct kunit *test)
  */
 static void test_invalidate_before_attach_stored(struct kunit *test)
 {
+	struct window w = { .point = DMABUF_MOCK_AT_ATTACH };
 	const bool *cpu = test->param_value;
-	struct dma_buf_attachment *attach;
 	struct ib_umem_dmabuf *umem;
 	struct dma_buf *dmabuf;
 	int fd;
 
 	fd = ib_kunit_mock_fd(test, 2 * PAGE_SIZE, 0, &dmabuf);
-	umem = attach_only(test, fd, 2 * PAGE_SIZE, *cpu);
-	attach = umem->attach;
-	umem->attach = NULL;
-	dma_resv_lock(dmabuf->resv, NULL);
-	attach->importer_ops->invalidate_mappings(attach);
-	dma_resv_unlock(dmabuf->resv);
-	umem->attach = attach;
-	KUNIT_EXPECT_FALSE(test, umem->revoked);
+	umem = import_through(test, fd, 2 * PAGE_SIZE, *cpu, &w);
 	finish_and_revoke(test, umem, dmabuf, *cpu);
 }
 
@@ -696,18 +729,17 @@ static void test_invalidate_before_attach_stored(struct kunit *test)
  */
 static void test_revoked_before_pin(struct kunit *test)
 {
+	struct window w = { .point = DMABUF_MOCK_AT_PIN, .revoke = true };
 	const bool *cpu = test->param_value;
 	struct ib_umem_dmabuf *umem;
 	struct dma_buf *dmabuf;
 	int fd;
 
 	fd = ib_kunit_mock_fd(test, 2 * PAGE_SIZE, 0, &dmabuf);
-	umem = attach_only(test, fd, 2 * PAGE_SIZE, *cpu);
-	ib_kunit_expect_mock(test, dmabuf, 1, 0, 0);
-	KUNIT_EXPECT_EQ(test, ib_kunit_mock_revoke(dmabuf), 0);
-
-	/* Releases the import on failure. */
-	KUNIT_EXPECT_EQ(test, ib_umem_dmabuf_pin_and_lock(umem, !*cpu), -ENODEV);
+	umem = import_through(test, fd, 2 * PAGE_SIZE, *cpu, &w);
+	KUNIT_EXPECT_EQ(test, PTR_ERR_OR_ZERO(umem), -ENODEV);
+	KUNIT_EXPECT_EQ(test, query(test, dmabuf).state,
+			(u32)DMABUF_MOCK_STATE_REVOKED);
 	ib_kunit_expect_mock(test, dmabuf, 0, 0, 0);
 }
 
@@ -750,6 +782,7 @@ KUNIT_ARRAY_PARAM(revoked_vmapped, revoked_vmapped_params,
 
 static void test_revoked_before_pin_vmapped(struct kunit *test)
 {
+	struct window w = { .point = DMABUF_MOCK_AT_PIN, .revoke = true };
 	const struct revoked_vmapped *p = test->param_value;
 	struct iosys_map held = {}, map = {};
 	struct ib_umem_dmabuf *umem;
@@ -759,18 +792,13 @@ static void test_revoked_before_pin_vmapped(struct kunit *test)
 	fd = ib_kunit_mock_fd(test, 2 * PAGE_SIZE, p->flags, &dmabuf);
 	if (p->holder)
 		KUNIT_ASSERT_EQ(test, dma_buf_vmap_unlocked(dmabuf, &held), 0);
-	umem = attach_only(test, fd, 2 * PAGE_SIZE, true);
-	/* A holder's vmap outlives the revoke's wait; the buffer is revoked. */
-	KUNIT_EXPECT_EQ(test, dmabuf_mock_revoke(dmabuf, 0, 10, NULL, 0),
-			p->holder ? -ETIMEDOUT : 0);
-	KUNIT_EXPECT_EQ(test, query(test, dmabuf).state,
-			(u32)DMABUF_MOCK_STATE_REVOKED);
-	KUNIT_EXPECT_FALSE(test, umem->revoked);
-
-	err = ib_umem_dmabuf_pin_and_lock(umem, false);
+	umem = import_through(test, fd, 2 * PAGE_SIZE, true, &w);
+	err = PTR_ERR_OR_ZERO(umem);
 	KUNIT_EXPECT_EQ(test, err, p->pin_err);
 	if (err)
 		goto out;
+	/* The invalidate came before the pin: taken for a move. */
+	KUNIT_EXPECT_FALSE(test, umem->revoked);
 	/* As rxe does, once pinned. */
 	err = dma_buf_vmap(dmabuf, &map);
 	KUNIT_EXPECT_EQ(test, err, p->vmap_err);
@@ -782,6 +810,9 @@ static void test_revoked_before_pin_vmapped(struct kunit *test)
 	dma_resv_unlock(dmabuf->resv);
 	ib_umem_release(&umem->umem);
 out:
+	/* Not under the reservation lock, which a query takes */
+	KUNIT_EXPECT_EQ(test, query(test, dmabuf).state,
+			(u32)DMABUF_MOCK_STATE_REVOKED);
 	ib_kunit_expect_mock(test, dmabuf, 0, 0, 0);
 	if (p->holder)
 		dma_buf_vunmap_unlocked(dmabuf, &held);
