@@ -118,6 +118,25 @@ static struct page **dmabuf_mock_alloc_pages(pgoff_t npages)
 	return pages;
 }
 
+/**
+ * dmabuf_mock_pause - a point where KUnit can stop the mock
+ * @dmabuf: the buffer
+ * @attach: the attachment the mock is working on, or NULL
+ * @point: where the mock is
+ *
+ * Does nothing, unless a KUnit test replaced it with a static stub: the
+ * stub then runs in the mock's place, in the calling thread, and can start
+ * and wait for whatever must happen just there, or act as another exporter
+ * would there.
+ */
+VISIBLE_IF_KUNIT void dmabuf_mock_pause(struct dma_buf *dmabuf,
+					struct dma_buf_attachment *attach,
+					enum dmabuf_mock_point point)
+{
+	KUNIT_STATIC_STUB_REDIRECT(dmabuf_mock_pause, dmabuf, attach, point);
+}
+EXPORT_SYMBOL_IF_KUNIT(dmabuf_mock_pause);
+
 static int dmabuf_mock_attach(struct dma_buf *dmabuf,
 			      struct dma_buf_attachment *attach)
 {
@@ -260,25 +279,6 @@ VISIBLE_IF_KUNIT void dmabuf_mock_hold_pin_fence(struct dma_buf *dmabuf,
 }
 EXPORT_SYMBOL_IF_KUNIT(dmabuf_mock_hold_pin_fence);
 #endif
-
-/**
- * dmabuf_mock_pause - a point where KUnit can stop the mock
- * @dmabuf: the buffer
- * @attach: the attachment the mock is working on, or NULL
- * @point: where the mock is
- *
- * Does nothing, unless a KUnit test replaced it with a static stub: the
- * stub then runs in the mock's place, in the calling thread, and can start
- * and wait for whatever must happen just there, or act as another exporter
- * would there.
- */
-VISIBLE_IF_KUNIT void dmabuf_mock_pause(struct dma_buf *dmabuf,
-					struct dma_buf_attachment *attach,
-					enum dmabuf_mock_point point)
-{
-	KUNIT_STATIC_STUB_REDIRECT(dmabuf_mock_pause, dmabuf, attach, point);
-}
-EXPORT_SYMBOL_IF_KUNIT(dmabuf_mock_pause);
 
 #if IS_ENABLED(CONFIG_KUNIT)
 /**
