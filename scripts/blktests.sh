@@ -3,12 +3,11 @@
 # 7.3 kernel of Debian 13 (trixie) backports, whose rdma_rxe is replaced
 # by one built from v7.3.4 plus the stack's rdma-rc fixes of rxe (up to
 # "RDMA/rxe: Drop the responder's MR reference when the receive CQ
-# overflows"), with the
-# kernel's own NVMe, SRP and LIO modules: the check that those fixes do
-# not break the block storage that runs over rxe. BLKTESTS_RXE="fixed
-# stock" runs it on the unchanged rdma_rxe too, to compare ("stock": only
-# that). Not part of make test
-# (an hour or more under TCG): make blktests.
+# overflows"), with the kernel's own NVMe, SRP and LIO modules: the check
+# that those fixes do not break the block storage that runs over rxe.
+# BLKTESTS_RXE="fixed stock" runs it on the unchanged rdma_rxe too, to
+# compare ("stock": only that). Not part of make test (an hour or more
+# under TCG): make blktests.
 #
 # usage: BLKTESTS_DIR=DIR scripts/blktests.sh [TEST...]   (default: nvme srp)
 #   BLKTESTS_DIR  a checkout of blktests (https://github.com/osandov/blktests;
