@@ -691,7 +691,8 @@ static void dmabuf_mock_scrub(struct dmabuf_mock *mock, u32 flags)
 /*
  * Mark the buffer revoked and tell the importers, under the reservation
  * lock. Returns the generation that identifies this revoke. KUnit calls it
- * alone where the mock already holds the lock (in its .pin).
+ * alone where the lock is already held (in the mock's .pin, under its
+ * importer's lock).
  */
 VISIBLE_IF_KUNIT u64 dmabuf_mock_revoke_mark_locked(struct dma_buf *dmabuf)
 {
