@@ -3,13 +3,17 @@
  * KUnit tests for EFA's dma-buf MRs.
  *
  * efa_dmabuf_mr: registration, the exporter's revoke and dereg of dma-buf MRs
- * on a device that is never probed, whose admin queue is a static stub of
- * efa_com_cmd_exec(): it answers REG_MR with keys it hands out itself and
- * DEREG_MR with the result a case chooses, and records every command. The
- * PCI half of the device's last resort, efa_pci_stop_dma(), is stubbed too
- * (it would clear bus mastering of a PCI function the test does not have):
- * the stub records whether the memory was still mapped for the device when
- * it ran. The IB_EVENT_DEVICE_FATAL events the driver raises are counted.
+ * on a device that is never probed. The device's half of the admin queue,
+ * efa_com_exec_on_device(), is a static stub: it answers REG_MR with keys it
+ * hands out itself and DEREG_MR with the completion status a case chooses,
+ * or lets it time out, stopping the queue as the real wait does, and records
+ * every command that reaches it. Everything above it runs: the queue's
+ * state check, which fails commands locally once the queue stopped, and the
+ * mapping of statuses to errnos. The device's reset, efa_reset_device(),
+ * and the PCI half of the last resort, efa_pci_stop_dma(), are stubbed too
+ * (there are no registers nor PCI function): the stubs record whether the
+ * memory was still mapped for the device when they ran. The
+ * IB_EVENT_DEVICE_FATAL events the driver raises are counted.
  */
 
 #include <kunit/static_stub.h>
@@ -31,8 +35,9 @@ struct efa_fw {
 	unsigned int reg_mrs;
 	unsigned int dereg_mrs;
 	u32 dereg_key[8];		/* the keys of the first DEREG_MRs */
-	int reg_err;			/* REG_MR's result */
-	int dereg_err;			/* DEREG_MR's result */
+	u8 reg_status;			/* REG_MR's completion status */
+	u8 dereg_status;		/* DEREG_MR's completion status */
+	bool dereg_times_out;		/* no completion for DEREG_MR */
 	unsigned int dereg_fails;	/* if not 0: only so many fail */
 	u32 next_key;
 	/* Keys DEREG_MR freed, handed out again last-freed first */
@@ -53,7 +58,11 @@ struct efa_fw {
 	 */
 	struct dma_buf *revoke_in_reg;
 	struct efa_pd *reg_pd;
+	unsigned int resets;		/* efa_reset_device() calls */
+	bool mapped_at_reset;		/* the MR's memory, at the last one */
+	int reset_err;			/* their result */
 	unsigned int stops;		/* efa_pci_stop_dma() calls */
+	unsigned int resets_at_stop;	/* resets before the last stop */
 	bool mapped_at_stop;		/* the MR's memory, at the last stop */
 	struct ib_kunit_events *events;
 	/* At the next DEREG_MR, revoke this buffer from another thread */
@@ -62,13 +71,25 @@ struct efa_fw {
 	struct ib_kunit_revoke_watch watch;	/* the MR's revoke callback */
 };
 
-static int fake_cmd_exec(struct efa_com_admin_queue *aq, u8 opcode, u8 flags,
-			 void *payload, size_t payload_size,
-			 struct efa_admin_acq_entry *comp, size_t comp_size)
+/* The device's answer: a completion with @status */
+static int complete_with(struct efa_admin_acq_entry *comp, size_t comp_size,
+			 u8 status)
+{
+	memset(comp, 0, comp_size);
+	comp->acq_common_descriptor.status = status;
+	return 0;
+}
+
+static int fake_exec_on_device(struct efa_com_admin_queue *aq, u8 opcode,
+			       u8 flags, void *payload, size_t payload_size,
+			       struct efa_admin_acq_entry *comp,
+			       size_t comp_size)
 {
 	struct kunit *test = kunit_get_current_test();
 	struct efa_fw *fw = test->priv;
 
+	/* Never reached on a stopped queue: efa_com_cmd_exec() checks */
+	KUNIT_EXPECT_TRUE(test, test_bit(EFA_AQ_STATE_RUNNING_BIT, &aq->state));
 	switch (opcode) {
 	case EFA_ADMIN_REG_MR: {
 		struct efa_admin_reg_mr_resp *resp = (void *)comp;
@@ -78,8 +99,8 @@ static int fake_cmd_exec(struct efa_com_admin_queue *aq, u8 opcode, u8 flags,
 		KUNIT_EXPECT_EQ(test, payload_size, sizeof(*cmd));
 		KUNIT_EXPECT_EQ(test, comp_size, sizeof(*resp));
 		fw->reg_mrs++;
-		if (fw->reg_err)
-			return fw->reg_err;
+		if (fw->reg_status)
+			return complete_with(comp, comp_size, fw->reg_status);
 		if (fw->revoke_in_reg) {
 			struct rw_semaphore *sem = &fw->reg_pd->revoke_rwsem;
 			struct dma_buf *buf = fw->revoke_in_reg;
@@ -97,7 +118,7 @@ static int fake_cmd_exec(struct efa_com_admin_queue *aq, u8 opcode, u8 flags,
 		if (fw->stale_armed && key == fw->stale_key &&
 		    cmd->pd == fw->stale_pdn)
 			fw->stale_regs++;
-		memset(resp, 0, sizeof(*resp));
+		complete_with(comp, comp_size, EFA_ADMIN_SUCCESS);
 		resp->l_key = key;
 		resp->r_key = key;
 		return 0;
@@ -116,19 +137,44 @@ static int fake_cmd_exec(struct efa_com_admin_queue *aq, u8 opcode, u8 flags,
 			fw->race_revoke = NULL;
 			fw->revoker = ib_kunit_revoke_behind(test, dmabuf);
 		}
-		if (!fw->dereg_err ||
+		if ((!fw->dereg_status && !fw->dereg_times_out) ||
 		    (fw->dereg_fails && fw->dereg_mrs > fw->dereg_fails)) {
 			/* The key is free: the device may hand it out again */
 			if (fw->nr_free < ARRAY_SIZE(fw->free_keys))
 				fw->free_keys[fw->nr_free++] = cmd->l_key;
-			return 0;
+			return complete_with(comp, comp_size,
+					     EFA_ADMIN_SUCCESS);
 		}
-		return fw->dereg_err;
+		if (fw->dereg_times_out) {
+			/* As the wait for a completion that did not come */
+			clear_bit(EFA_AQ_STATE_RUNNING_BIT, &aq->state);
+			return -ETIME;
+		}
+		return complete_with(comp, comp_size, fw->dereg_status);
 	}
 	default:
 		KUNIT_FAIL(test, "unexpected admin command %u", opcode);
 		return -EOPNOTSUPP;
 	}
+}
+
+static bool mr_mapped(struct efa_fw *fw)
+{
+	return fw->mr && fw->mr->umem && to_ib_umem_dmabuf(fw->mr->umem)->sgt;
+}
+
+static int fake_reset_device(struct efa_dev *dev, int reason)
+{
+	struct kunit *test = kunit_get_current_test();
+	struct efa_fw *fw = test->priv;
+
+	KUNIT_EXPECT_PTR_EQ(test, dev, fw->dev);
+	/* No command reaches the device while it resets */
+	KUNIT_EXPECT_FALSE(test, test_bit(EFA_AQ_STATE_RUNNING_BIT,
+					  &dev->edev.aq.state));
+	fw->resets++;
+	fw->mapped_at_reset = mr_mapped(fw);
+	return fw->reset_err;
 }
 
 static void fake_pci_stop_dma(struct efa_dev *dev)
@@ -138,9 +184,9 @@ static void fake_pci_stop_dma(struct efa_dev *dev)
 
 	KUNIT_EXPECT_PTR_EQ(test, dev, fw->dev);
 	fw->stops++;
+	fw->resets_at_stop = fw->resets;
 	/* The core unmaps after the callback returns, dereg after this. */
-	fw->mapped_at_stop = fw->mr && fw->mr->umem &&
-			     to_ib_umem_dmabuf(fw->mr->umem)->sgt;
+	fw->mapped_at_stop = mr_mapped(fw);
 }
 
 /* The IB_EVENT_DEVICE_FATAL events the device raised so far */
@@ -171,13 +217,21 @@ static int efa_fw_init(struct kunit *test)
 	dev->edev.aq.efa_dev = &dev->ibdev;
 	set_bit(EFA_AQ_STATE_RUNNING_BIT, &dev->edev.aq.state);
 	dev->edev.aq.completion_timeout = CMD_TIMEOUT_MS * USEC_PER_MSEC;
+	/* A version 1 admin queue, as efa_com_admin_init_sq() sets it up */
+	spin_lock_init(&dev->edev.aq.sq.lock);
+	dev->edev.aq.sq.max_payload_size =
+		sizeof(struct efa_admin_aq_entry) -
+		offsetof(struct efa_admin_aq_entry, request_payload);
+	mutex_init(&dev->fail_lock);
 	dev->dev_attr.page_size_cap = PAGE_SIZE;
 	dev->dev_attr.device_caps = EFA_ADMIN_FEATURE_DEVICE_ATTR_DESC_RDMA_READ_MASK |
 				    EFA_ADMIN_FEATURE_DEVICE_ATTR_DESC_RDMA_WRITE_MASK;
 	fw->dev = dev;
 	fw->events = ib_kunit_watch_events(test, &dev->ibdev);
 
-	kunit_activate_static_stub(test, efa_com_cmd_exec, fake_cmd_exec);
+	kunit_activate_static_stub(test, efa_com_exec_on_device,
+				   fake_exec_on_device);
+	kunit_activate_static_stub(test, efa_reset_device, fake_reset_device);
 	kunit_activate_static_stub(test, efa_pci_stop_dma, fake_pci_stop_dma);
 	return 0;
 }
@@ -296,9 +350,15 @@ static void test_dereg_disarms(struct kunit *test)
 	KUNIT_EXPECT_EQ(test, fw->dereg_mrs, 1);
 }
 
+static bool admin_running(struct efa_fw *fw)
+{
+	return test_bit(EFA_AQ_STATE_RUNNING_BIT, &fw->dev->edev.aq.state);
+}
+
 /*
- * The revoke's DEREG_MR times out: the device is stopped once, before the
- * core unmaps the memory, and the dereg sends no second DEREG_MR.
+ * The revoke's DEREG_MR times out: the device is reset once, before the core
+ * unmaps the memory, with nothing stopped behind its back, and the dereg
+ * sends no second DEREG_MR.
  */
 static void test_revoke_fence_fails(struct kunit *test)
 {
@@ -309,24 +369,50 @@ static void test_revoke_fence_fails(struct kunit *test)
 
 	fd = ib_kunit_mock_fd(test, MR_BYTES, 0, &dmabuf);
 	mr = reg_dmabuf_mr(test, fake_pd(test, fw->dev, 1), fd);
-	fw->dereg_err = -ETIME;
+	fw->dereg_times_out = true;
 	KUNIT_ASSERT_EQ(test, ib_kunit_mock_revoke(dmabuf), 0);
 	KUNIT_EXPECT_EQ(test, fw->dereg_mrs, 1);
-	KUNIT_EXPECT_EQ(test, fw->stops, 1);
+	KUNIT_EXPECT_EQ(test, fw->resets, 1);
+	KUNIT_EXPECT_TRUE(test, fw->mapped_at_reset);
+	KUNIT_EXPECT_EQ(test, fw->stops, 0);
 	KUNIT_EXPECT_EQ(test, fatal_events(fw), 1);
-	KUNIT_EXPECT_TRUE(test, fw->mapped_at_stop);
 	ib_kunit_expect_mock(test, dmabuf, 1, 0, 0);
 
 	dereg(test, mr);
 	KUNIT_EXPECT_EQ(test, fw->dereg_mrs, 1);
-	KUNIT_EXPECT_EQ(test, fw->stops, 1);
+	KUNIT_EXPECT_EQ(test, fw->resets, 1);
 	KUNIT_EXPECT_EQ(test, fatal_events(fw), 1);
 	ib_kunit_expect_mock(test, dmabuf, 0, 0, 0);
 }
 
 /*
- * The dereg's DEREG_MR times out: the device is stopped while the memory is
- * still mapped, and the MR goes anyway (its callback with it).
+ * The device answers the revoke's DEREG_MR with an error and still runs: the
+ * exporter takes the memory back all the same, so the device is reset
+ * first.
+ */
+static void test_revoke_refused_resets(struct kunit *test)
+{
+	struct efa_fw *fw = test->priv;
+	struct dma_buf *dmabuf;
+	struct efa_mr *mr;
+
+	mr = reg_dmabuf_mr(test, fake_pd(test, fw->dev, 1),
+			   ib_kunit_mock_fd(test, MR_BYTES, 0, &dmabuf));
+	fw->dereg_status = EFA_ADMIN_ILLEGAL_PARAMETER;
+	KUNIT_ASSERT_EQ(test, ib_kunit_mock_revoke(dmabuf), 0);
+	KUNIT_EXPECT_EQ(test, fw->dereg_mrs, 1);
+	KUNIT_EXPECT_EQ(test, fw->resets, 1);
+	KUNIT_EXPECT_TRUE(test, fw->mapped_at_reset);
+	KUNIT_EXPECT_EQ(test, fw->stops, 0);
+	KUNIT_EXPECT_EQ(test, fatal_events(fw), 1);
+	dereg(test, mr);
+	KUNIT_EXPECT_EQ(test, fw->dereg_mrs, 1);
+}
+
+/*
+ * The dereg's DEREG_MR times out, so the device is gone or may still run
+ * it: it is reset while the memory is still mapped, and the MR goes anyway
+ * (its callback with it).
  */
 static void test_dereg_fence_fails(struct kunit *test)
 {
@@ -337,15 +423,70 @@ static void test_dereg_fence_fails(struct kunit *test)
 
 	fd = ib_kunit_mock_fd(test, MR_BYTES, 0, &dmabuf);
 	mr = reg_dmabuf_mr(test, fake_pd(test, fw->dev, 1), fd);
-	fw->dereg_err = -ETIME;
+	fw->dereg_times_out = true;
 	dereg(test, mr);
 	KUNIT_EXPECT_EQ(test, fw->dereg_mrs, 1);
-	KUNIT_EXPECT_EQ(test, fw->stops, 1);
+	KUNIT_EXPECT_EQ(test, fw->resets, 1);
+	KUNIT_EXPECT_EQ(test, fw->stops, 0);
 	KUNIT_EXPECT_EQ(test, fatal_events(fw), 1);
-	KUNIT_EXPECT_TRUE(test, fw->mapped_at_stop);
+	KUNIT_EXPECT_TRUE(test, fw->mapped_at_reset);
 	ib_kunit_expect_mock(test, dmabuf, 0, 0, 0);
 	KUNIT_ASSERT_EQ(test, ib_kunit_mock_revoke(dmabuf), 0);
 	KUNIT_EXPECT_EQ(test, fw->dereg_mrs, 1);
+}
+
+/*
+ * The device answers a user's DEREG_MR with an error and its admin queue
+ * still runs: the dereg fails with the status's errno, as for any EFA MR,
+ * and nothing is reset or stopped; the MR stays mapped, its callback armed,
+ * and the dereg that follows completes it.
+ */
+static void test_dereg_refused_keeps_mr(struct kunit *test)
+{
+	struct efa_fw *fw = test->priv;
+	struct dma_buf *dmabuf;
+	struct efa_mr *mr;
+
+	mr = reg_dmabuf_mr(test, fake_pd(test, fw->dev, 1),
+			   ib_kunit_mock_fd(test, MR_BYTES, 0, &dmabuf));
+	fw->dereg_status = EFA_ADMIN_ILLEGAL_PARAMETER;
+	KUNIT_EXPECT_EQ(test, efa_dereg_mr(&mr->ibmr, NULL), -EINVAL);
+	KUNIT_EXPECT_EQ(test, fw->dereg_mrs, 1);
+	KUNIT_EXPECT_TRUE(test, admin_running(fw));
+	KUNIT_EXPECT_EQ(test, fw->resets, 0);
+	KUNIT_EXPECT_EQ(test, fw->stops, 0);
+	KUNIT_EXPECT_EQ(test, fatal_events(fw), 0);
+	ib_kunit_expect_mock(test, dmabuf, 1, 1, 1);
+
+	fw->dereg_status = EFA_ADMIN_SUCCESS;
+	dereg(test, mr);
+	KUNIT_EXPECT_EQ(test, fw->dereg_mrs, 2);
+	KUNIT_EXPECT_EQ(test, fw->resets, 0);
+	ib_kunit_expect_mock(test, dmabuf, 0, 0, 0);
+}
+
+/*
+ * The reset fails: only then is bus mastering turned off, after the reset
+ * (whose register reads need it) and before the memory is unmapped.
+ */
+static void test_reset_fails_stops_dma(struct kunit *test)
+{
+	struct efa_fw *fw = test->priv;
+	struct dma_buf *dmabuf;
+	struct efa_mr *mr;
+
+	mr = reg_dmabuf_mr(test, fake_pd(test, fw->dev, 1),
+			   ib_kunit_mock_fd(test, MR_BYTES, 0, &dmabuf));
+	fw->dereg_times_out = true;
+	fw->reset_err = -ETIME;
+	KUNIT_ASSERT_EQ(test, ib_kunit_mock_revoke(dmabuf), 0);
+	KUNIT_EXPECT_EQ(test, fw->resets, 1);
+	KUNIT_EXPECT_EQ(test, fw->stops, 1);
+	KUNIT_EXPECT_EQ(test, fw->resets_at_stop, 1);
+	KUNIT_EXPECT_TRUE(test, fw->mapped_at_stop);
+	KUNIT_EXPECT_EQ(test, fatal_events(fw), 1);
+	dereg(test, mr);
+	KUNIT_EXPECT_EQ(test, fw->stops, 1);
 }
 
 /*
@@ -367,7 +508,7 @@ static void test_fence_enomem_retried(struct kunit *test)
 	fd = ib_kunit_mock_fd(test, MR_BYTES, 0, &dmabuf);
 	mr = reg_dmabuf_mr(test, fake_pd(test, fw->dev, 1), fd);
 	lkey = mr->ibmr.lkey;
-	fw->dereg_err = -ENOMEM;
+	fw->dereg_status = EFA_ADMIN_RESOURCE_ALLOCATION_FAILURE;
 	fw->dereg_fails = 4;
 	KUNIT_ASSERT_EQ(test, ib_kunit_mock_revoke(dmabuf), 0);
 	KUNIT_EXPECT_EQ(test, fw->dereg_mrs, 5);
@@ -379,11 +520,29 @@ static void test_fence_enomem_retried(struct kunit *test)
 	ib_kunit_expect_mock(test, dmabuf, 0, 0, 0);
 }
 
+/* RESOURCE_BUSY is retried the same way, without a reset */
+static void test_fence_busy_retried(struct kunit *test)
+{
+	struct efa_fw *fw = test->priv;
+	struct dma_buf *dmabuf;
+	struct efa_mr *mr;
+
+	mr = reg_dmabuf_mr(test, fake_pd(test, fw->dev, 1),
+			   ib_kunit_mock_fd(test, MR_BYTES, 0, &dmabuf));
+	fw->dereg_status = EFA_ADMIN_RESOURCE_BUSY;
+	fw->dereg_fails = 2;
+	dereg(test, mr);
+	KUNIT_EXPECT_EQ(test, fw->dereg_mrs, 3);
+	KUNIT_EXPECT_EQ(test, fw->resets, 0);
+	KUNIT_EXPECT_EQ(test, fatal_events(fw), 0);
+	ib_kunit_expect_mock(test, dmabuf, 0, 0, 0);
+}
+
 /*
  * A DEREG_MR that keeps failing with -ENOMEM is a fence that did not happen
  * within the time a command may take: the driver tries again for at least
  * the admin queue's completion timeout, not in a busy loop (at most one
- * attempt a millisecond), and then stops the device, before the memory is
+ * attempt a millisecond), and then resets the device, before the memory is
  * unmapped.
  */
 static void test_fence_enomem_bounded(struct kunit *test)
@@ -398,7 +557,7 @@ static void test_fence_enomem_bounded(struct kunit *test)
 
 	fd = ib_kunit_mock_fd(test, MR_BYTES, 0, &dmabuf);
 	mr = reg_dmabuf_mr(test, fake_pd(test, fw->dev, 1), fd);
-	fw->dereg_err = -ENOMEM;
+	fw->dereg_status = EFA_ADMIN_RESOURCE_ALLOCATION_FAILURE;
 	start = ktime_get();
 	KUNIT_ASSERT_EQ(test, ib_kunit_mock_revoke(dmabuf), 0);
 	waited_ms = ktime_ms_delta(ktime_get(), start);
@@ -406,20 +565,23 @@ static void test_fence_enomem_bounded(struct kunit *test)
 	fences = fw->dereg_mrs;
 	KUNIT_EXPECT_GE(test, fences, 2);
 	KUNIT_EXPECT_LE(test, (s64)fences, waited_ms + 1);
-	KUNIT_EXPECT_EQ(test, fw->stops, 1);
+	KUNIT_EXPECT_EQ(test, fw->resets, 1);
+	KUNIT_EXPECT_EQ(test, fw->stops, 0);
 	KUNIT_EXPECT_EQ(test, fatal_events(fw), 1);
-	KUNIT_EXPECT_TRUE(test, fw->mapped_at_stop);
+	KUNIT_EXPECT_TRUE(test, fw->mapped_at_reset);
 	dereg(test, mr);
 	KUNIT_EXPECT_EQ(test, fw->dereg_mrs, fences);
-	KUNIT_EXPECT_EQ(test, fw->stops, 1);
+	KUNIT_EXPECT_EQ(test, fw->resets, 1);
 	ib_kunit_expect_mock(test, dmabuf, 0, 0, 0);
 }
 
 /*
- * Two fences fail: the device is stopped once, and IB_EVENT_DEVICE_FATAL
- * raised once.
+ * Two revokes whose DEREG_MR would time out: the first times out and resets
+ * the device; the second finds the admin queue stopped and fails locally,
+ * without reaching the device, and does not reset it again. One
+ * IB_EVENT_DEVICE_FATAL.
  */
-static void test_stop_once(struct kunit *test)
+static void test_reset_once(struct kunit *test)
 {
 	struct efa_fw *fw = test->priv;
 	struct dma_buf *a_buf, *b_buf;
@@ -429,16 +591,18 @@ static void test_stop_once(struct kunit *test)
 	pd = fake_pd(test, fw->dev, 1);
 	a = reg_dmabuf_mr(test, pd, ib_kunit_mock_fd(test, MR_BYTES, 0, &a_buf));
 	b = reg_dmabuf_mr(test, pd, ib_kunit_mock_fd(test, MR_BYTES, 0, &b_buf));
-	fw->dereg_err = -ETIME;
+	fw->dereg_times_out = true;
 	KUNIT_ASSERT_EQ(test, ib_kunit_mock_revoke(a_buf), 0);
 	KUNIT_ASSERT_EQ(test, ib_kunit_mock_revoke(b_buf), 0);
-	KUNIT_EXPECT_EQ(test, fw->dereg_mrs, 2);
-	KUNIT_EXPECT_EQ(test, fw->stops, 1);
+	KUNIT_EXPECT_EQ(test, fw->dereg_mrs, 1);
+	KUNIT_EXPECT_EQ(test, fw->resets, 1);
+	KUNIT_EXPECT_EQ(test, fw->stops, 0);
 	KUNIT_EXPECT_EQ(test, fatal_events(fw), 1);
+	KUNIT_EXPECT_FALSE(test, admin_running(fw));
 	dereg(test, a);
 	dereg(test, b);
-	KUNIT_EXPECT_EQ(test, fw->dereg_mrs, 2);
-	KUNIT_EXPECT_EQ(test, fw->stops, 1);
+	KUNIT_EXPECT_EQ(test, fw->dereg_mrs, 1);
+	KUNIT_EXPECT_EQ(test, fw->resets, 1);
 }
 
 /* REG_MR fails: the registration fails with its errno, leaving nothing. */
@@ -453,7 +617,7 @@ static void test_reg_fails(struct kunit *test)
 	attrs = kunit_kzalloc(test, sizeof(*attrs), GFP_KERNEL);
 	KUNIT_ASSERT_NOT_NULL(test, attrs);
 	fd = ib_kunit_mock_fd(test, MR_BYTES, 0, &dmabuf);
-	fw->reg_err = -ENOMEM;
+	fw->reg_status = EFA_ADMIN_RESOURCE_ALLOCATION_FAILURE;
 	ibmr = efa_reg_user_mr_dmabuf(fake_pd(test, fw->dev, 1), 0,
 				      MR_BYTES, MR_IOVA, fd, MR_ACCESS,
 				      NULL, attrs);
@@ -642,27 +806,29 @@ static void test_dereg_races_revoke(struct kunit *test)
 
 /*
  * A dereg is the owner's doing, also when an exporter revoke waits for the
- * reservation lock meanwhile and takes it as soon as the dereg drops it
- * (forced, see ib_kunit_revoke_behind()): the dereg runs the revoke
- * callback itself, never leaving it to the exporter's revoke (which the core
- * would report as the exporter's), and one DEREG_MR goes out.
+ * reservation lock meanwhile and takes it as soon as the dereg's fence
+ * drops it (forced, see ib_kunit_revoke_behind()): one DEREG_MR goes out,
+ * the dereg's, and the callback runs once, in whichever of the two revokes
+ * comes first, and finds the MR fenced: the PD is not held as revoked.
  */
 static void test_dereg_runs_callback(struct kunit *test)
 {
 	struct efa_fw *fw = test->priv;
 	struct dma_buf *dmabuf;
 	struct efa_mr *mr;
+	struct ib_pd *pd;
 
-	mr = reg_dmabuf_mr(test, fake_pd(test, fw->dev, 1),
+	pd = fake_pd(test, fw->dev, 1);
+	mr = reg_dmabuf_mr(test, pd,
 			   ib_kunit_mock_fd(test, MR_BYTES, 0, &dmabuf));
 	ib_kunit_watch_revoke(test, mr->umem, &fw->watch);
 	fw->race_revoke = dmabuf;
 	dereg(test, mr);
 	KUNIT_EXPECT_EQ(test, ib_kunit_revoker_wait(test, fw->revoker), 0);
-	/* The dereg's: the exporter's revoke found nothing to do */
-	KUNIT_EXPECT_EQ(test, fw->watch.calls, 1);
-	KUNIT_EXPECT_EQ(test, fw->watch.calls_elsewhere, 0);
+	KUNIT_EXPECT_EQ(test, fw->watch.calls + fw->watch.calls_elsewhere, 1);
 	KUNIT_EXPECT_EQ(test, fw->dereg_mrs, 1);
+	KUNIT_EXPECT_EQ(test, efa_pd_of(pd)->revoked_mrs, 0);
+	KUNIT_EXPECT_EQ(test, fw->resets, 0);
 	KUNIT_EXPECT_EQ(test, fw->stops, 0);
 	ib_kunit_expect_mock(test, dmabuf, 0, 0, 0);
 }
@@ -673,10 +839,14 @@ static struct kunit_case efa_dmabuf_mr_cases[] = {
 	KUNIT_CASE(test_revoke_then_dereg),
 	KUNIT_CASE(test_dereg_disarms),
 	KUNIT_CASE(test_revoke_fence_fails),
+	KUNIT_CASE(test_revoke_refused_resets),
 	KUNIT_CASE(test_dereg_fence_fails),
+	KUNIT_CASE(test_dereg_refused_keeps_mr),
+	KUNIT_CASE(test_reset_fails_stops_dma),
 	KUNIT_CASE(test_fence_enomem_retried),
+	KUNIT_CASE(test_fence_busy_retried),
 	KUNIT_CASE(test_fence_enomem_bounded),
-	KUNIT_CASE(test_stop_once),
+	KUNIT_CASE(test_reset_once),
 	KUNIT_CASE(test_reg_fails),
 	KUNIT_CASE(test_reg_refused_on_revoked_pd),
 	KUNIT_CASE(test_no_stale_key_in_pd),

@@ -10,9 +10,10 @@
  * (ACTIVE) or dead (ERR) behind a failure, as mlx5r_umr_post_send_wait()
  * does. Like the real one it posts nothing and returns 0 once the device is
  * in internal error. The UMR that loads the KSM translation, CREATE_MKEY (the
- * crossing mkey) and DESTROY_MKEY are stubs too, and so is the PCI half of
- * the last resort, mlx5_data_direct_pci_stop(): its stub records whether the
- * memory of the case's MR was still mapped when it ran. A case may have the
+ * crossing mkey) and DESTROY_MKEY are stubs too, and so are the PCI halves
+ * of the last resort, mlx5_data_direct_pci_stop(), whose stub records whether
+ * the memory of the case's MR was still mapped when it ran, and of its undoing,
+ * mlx5_data_direct_pci_resume(). A case may have the
  * first revoke UMR start an exporter's revoke that waits for the reservation
  * lock the UMR is posted under (ib_kunit_revoke_behind()).
  *
@@ -61,6 +62,8 @@ struct mlx5_fw {
 	int umr_state_after;		/* the UMR QP's state after a failure */
 	bool error_in_umr;		/* the device enters internal error */
 	unsigned int stops;		/* mlx5_data_direct_pci_stop() calls */
+	unsigned int resumes;		/* mlx5_data_direct_pci_resume() calls */
+	bool mapped_at_destroy;		/* the case's MR's memory, at one */
 	bool mapped_at_stop;		/* the fenced MR's memory, at the stop */
 	struct mlx5_ib_mr *mr;		/* the case's last MR */
 	struct ib_kunit_revoke_watch watch;
@@ -153,6 +156,8 @@ static int fake_destroy_mkey(struct mlx5_ib_dev *dev, struct mlx5_ib_mr *mr)
 	KUNIT_EXPECT_PTR_EQ(test, dev, fw->dev);
 	if (fw->destroys < FW_DESTROYS)
 		fw->destroy_key[fw->destroys] = mr->mmkey.key;
+	if (fw->mr == mr)
+		fw->mapped_at_destroy = to_ib_umem_dmabuf(mr->umem)->sgt;
 	fw->destroys++;
 	return fw->destroy_err;
 }
@@ -195,6 +200,15 @@ static void fake_pci_stop(struct mlx5_data_direct_dev *dd)
 	fw->stops++;
 	/* The core unmaps the memory after the callback returns */
 	fw->mapped_at_stop = fw->mr && to_ib_umem_dmabuf(fw->mr->umem)->sgt;
+}
+
+static void fake_pci_resume(struct mlx5_data_direct_dev *dd)
+{
+	struct kunit *test = kunit_get_current_test();
+	struct mlx5_fw *fw = test->priv;
+
+	KUNIT_EXPECT_PTR_EQ(test, dd, fw->dd);
+	fw->resumes++;
 }
 
 static void dd_pci_dev_release(struct device *dev)
@@ -272,6 +286,7 @@ static int mlx5_fw_init(struct kunit *test)
 	KUNIT_ASSERT_NOT_NULL(test, fw->dd);
 	fw->dd->pdev = dd_pci_dev(test);
 	fw->dd->device = &fw->dd->pdev->dev;
+	mutex_init(&fw->dd->dma_lock);
 	dev_set_drvdata(fw->dd->device, fw->dd);
 	dev->data_direct_dev = fw->dd;
 
@@ -289,6 +304,8 @@ static int mlx5_fw_init(struct kunit *test)
 				   fake_umr_revoke_mr);
 	kunit_activate_static_stub(test, mlx5_data_direct_pci_stop,
 				   fake_pci_stop);
+	kunit_activate_static_stub(test, mlx5_data_direct_pci_resume,
+				   fake_pci_resume);
 	return 0;
 }
 
@@ -384,7 +401,7 @@ static void test_revoke_fences_once(struct kunit *test)
 	KUNIT_EXPECT_EQ(test, fw->umr_key[0], MR_KEY);
 	KUNIT_EXPECT_TRUE(test, mr->dd_fenced);
 	KUNIT_EXPECT_EQ(test, fw->stops, 0);
-	KUNIT_EXPECT_FALSE(test, fw->dd->dma_stopped);
+	KUNIT_EXPECT_EQ(test, fw->dd->dma_stops, 0);
 	ib_kunit_expect_mock(test, dmabuf, 1, 0, 0);
 
 	dereg_revoke(mr);
@@ -436,7 +453,7 @@ static void test_fence_fails_stops_dma(struct kunit *test)
 	KUNIT_EXPECT_EQ(test, fw->stops, 1);
 	KUNIT_EXPECT_TRUE(test, fw->mapped_at_stop);
 	KUNIT_EXPECT_FALSE(test, mr->dd_fenced);
-	KUNIT_EXPECT_TRUE(test, fw->dd->dma_stopped);
+	KUNIT_EXPECT_EQ(test, fw->dd->dma_stops, 1);
 	ib_kunit_expect_mock(test, dmabuf, 1, 0, 0);
 
 	KUNIT_EXPECT_EQ(test, PTR_ERR(try_reg(test, -1)), -EIO);
@@ -473,7 +490,7 @@ static void test_fence_retried_after_recovery(struct kunit *test)
 	KUNIT_EXPECT_EQ(test, fw->umr_key[1], MR_KEY);
 	KUNIT_EXPECT_TRUE(test, mr->dd_fenced);
 	KUNIT_EXPECT_EQ(test, fw->stops, 0);
-	KUNIT_EXPECT_FALSE(test, fw->dd->dma_stopped);
+	KUNIT_EXPECT_EQ(test, fw->dd->dma_stops, 0);
 }
 
 /* UMRs that keep failing on a recovered QP: a bounded number, then stop */
@@ -493,10 +510,11 @@ static void test_fence_retries_bounded(struct kunit *test)
 }
 
 /*
- * A device in internal error posts no UMR, so nothing fenced the mkey: the
- * data-direct function's DMA is stopped.
+ * A device in internal error posts no UMR and does no DMA, as mlx5 takes it
+ * for every MR: the mkey counts as fenced, nothing is stopped and
+ * registration is not refused.
  */
-static void test_internal_error_stops_dma(struct kunit *test)
+static void test_internal_error_is_fenced(struct kunit *test)
 {
 	struct mlx5_fw *fw = test->priv;
 	struct dma_buf *dmabuf;
@@ -506,16 +524,13 @@ static void test_internal_error_stops_dma(struct kunit *test)
 	fw->dev->mdev->state = MLX5_DEVICE_STATE_INTERNAL_ERROR;
 	KUNIT_ASSERT_EQ(test, ib_kunit_mock_revoke(dmabuf), 0);
 	KUNIT_EXPECT_EQ(test, fw->umrs, 0);
-	KUNIT_EXPECT_EQ(test, fw->stops, 1);
-	KUNIT_EXPECT_TRUE(test, fw->mapped_at_stop);
-	KUNIT_EXPECT_FALSE(test, mr->dd_fenced);
-	KUNIT_EXPECT_EQ(test, PTR_ERR(try_reg(test, -1)), -EIO);
+	KUNIT_EXPECT_EQ(test, fw->stops, 0);
+	KUNIT_EXPECT_TRUE(test, mr->dd_fenced);
+	ib_kunit_expect_mock(test, dmabuf, 1, 0, 0);
+	KUNIT_EXPECT_EQ(test, PTR_ERR(try_reg(test, -1)), -EBADF);
 }
 
-/*
- * The device enters internal error while the UMR is out: a 0 from
- * mlx5r_umr_revoke_mr() no longer says the UMR ran, so DMA is stopped.
- */
+/* The device enters internal error while the UMR is out: fenced too */
 static void test_internal_error_during_fence(struct kunit *test)
 {
 	struct mlx5_fw *fw = test->priv;
@@ -526,8 +541,8 @@ static void test_internal_error_during_fence(struct kunit *test)
 	fw->error_in_umr = true;
 	KUNIT_ASSERT_EQ(test, ib_kunit_mock_revoke(dmabuf), 0);
 	KUNIT_EXPECT_EQ(test, fw->umrs, 1);
-	KUNIT_EXPECT_EQ(test, fw->stops, 1);
-	KUNIT_EXPECT_FALSE(test, mr->dd_fenced);
+	KUNIT_EXPECT_EQ(test, fw->stops, 0);
+	KUNIT_EXPECT_TRUE(test, mr->dd_fenced);
 }
 
 /*
@@ -633,9 +648,9 @@ static u32 pool_next(struct kunit *test)
  * mkey only; the crossed mkey goes back to the pool without a second UMR,
  * off the device's list, and the memory is released. With @race, an
  * exporter's revoke waits for the reservation lock while dereg's UMR is out
- * (forced: it starts from the UMR) and takes the lock as soon as the fence
- * drops it: it finds the crossed mkey fenced, and dereg ran the callback
- * itself.
+ * (forced: it starts from the UMR) and may take the lock as soon as the
+ * fence drops it, before dereg's revoke: either way the callback runs once,
+ * finds the crossed mkey fenced and posts nothing more.
  */
 static void dereg_pair(struct kunit *test, bool race)
 {
@@ -657,8 +672,9 @@ static void dereg_pair(struct kunit *test, bool race)
 	if (race)
 		KUNIT_EXPECT_EQ(test, ib_kunit_revoker_wait(test, fw->revoker),
 				0);
-	KUNIT_EXPECT_EQ(test, fw->watch.calls, 1);
-	KUNIT_EXPECT_EQ(test, fw->watch.calls_elsewhere, 0);
+	KUNIT_EXPECT_EQ(test, fw->watch.calls + fw->watch.calls_elsewhere, 1);
+	if (!race)
+		KUNIT_EXPECT_EQ(test, fw->watch.calls, 1);
 	KUNIT_EXPECT_EQ(test, fw->umrs, 1);
 	KUNIT_EXPECT_EQ(test, fw->umr_key[0], crossed_key);
 	KUNIT_EXPECT_TRUE(test, fw->mapped_at_umr);
@@ -747,6 +763,8 @@ static void test_dereg_after_failed_fence(struct kunit *test)
 	KUNIT_EXPECT_TRUE(test, fw->mapped_at_stop);
 	fw->mr = NULL;
 
+	KUNIT_EXPECT_EQ(test, PTR_ERR(try_reg(test, -1)), -EIO);
+
 	KUNIT_EXPECT_EQ(test, mlx5_ib_dereg_mr(&crossing->ibmr, NULL), 0);
 	KUNIT_EXPECT_EQ(test, fw->destroys, 2);
 	KUNIT_EXPECT_EQ(test, fw->destroy_key[0], CROSSING_KEY);
@@ -755,6 +773,100 @@ static void test_dereg_after_failed_fence(struct kunit *test)
 	ib_kunit_expect_mock(test, dmabuf, 0, 0, 0);
 	KUNIT_EXPECT_NE(test, pool_next(test), crossed_key);
 	KUNIT_EXPECT_EQ(test, fw->pool_creates, 2);
+	/* The mkey is gone: DMA is back on, and registration accepted */
+	KUNIT_EXPECT_EQ(test, fw->resumes, 1);
+	KUNIT_EXPECT_EQ(test, fw->dd->dma_stops, 0);
+	KUNIT_EXPECT_EQ(test, PTR_ERR(try_reg(test, -1)), -EBADF);
+}
+
+/*
+ * A user's dereg on a dead UMR QP, nothing revoked before: the crossed mkey
+ * is destroyed, after the crossing one and before its memory is unmapped,
+ * and no DMA is stopped.
+ */
+static void test_dereg_umr_dead_destroys(struct kunit *test)
+{
+	struct mlx5_fw *fw = test->priv;
+	struct mlx5_ib_mr *crossing;
+	struct dma_buf *dmabuf;
+	u32 crossed_key;
+
+	crossing = dd_mr_pair(test, ib_kunit_mock_fd(test, MR_BYTES, 0,
+						     &dmabuf));
+	crossed_key = crossing->dd_crossed_mr->mmkey.key;
+	fw->umr_err = -EFAULT;
+	fw->umr_state_after = MLX5_UMR_STATE_ERR;
+
+	KUNIT_EXPECT_EQ(test, mlx5_ib_dereg_mr(&crossing->ibmr, NULL), 0);
+	KUNIT_EXPECT_EQ(test, fw->destroys, 2);
+	KUNIT_EXPECT_EQ(test, fw->destroy_key[0], CROSSING_KEY);
+	KUNIT_EXPECT_EQ(test, fw->destroy_key[1], crossed_key);
+	KUNIT_EXPECT_TRUE(test, fw->mapped_at_destroy);
+	KUNIT_EXPECT_EQ(test, fw->stops, 0);
+	KUNIT_EXPECT_EQ(test, fw->dd->dma_stops, 0);
+	ib_kunit_expect_mock(test, dmabuf, 0, 0, 0);
+}
+
+/*
+ * A user's dereg when neither the UMR nor DESTROY_MKEY succeeds: the
+ * firmware does not answer, so the data-direct function's DMA is stopped
+ * before the memory is unmapped, the dereg fails with nothing armed, and
+ * the dereg that follows, once the firmware answers, lifts the stop.
+ */
+static void test_dereg_firmware_dead(struct kunit *test)
+{
+	struct mlx5_fw *fw = test->priv;
+	struct mlx5_ib_mr *crossing;
+	struct dma_buf *dmabuf;
+
+	crossing = dd_mr_pair(test, ib_kunit_mock_fd(test, MR_BYTES, 0,
+						     &dmabuf));
+	fw->umr_err = -EFAULT;
+	fw->umr_state_after = MLX5_UMR_STATE_ERR;
+	fw->destroy_err = -ETIMEDOUT;
+
+	KUNIT_EXPECT_EQ(test, mlx5_ib_dereg_mr(&crossing->ibmr, NULL),
+			-ETIMEDOUT);
+	KUNIT_EXPECT_EQ(test, fw->stops, 1);
+	KUNIT_EXPECT_TRUE(test, fw->mapped_at_stop);
+	ib_kunit_expect_mock(test, dmabuf, 1, 0, 0);
+	KUNIT_ASSERT_EQ(test, ib_kunit_mock_revoke(dmabuf), 0);
+	KUNIT_EXPECT_EQ(test, fw->stops, 1);
+
+	fw->destroy_err = 0;
+	fw->mr = NULL;
+	KUNIT_EXPECT_EQ(test, mlx5_ib_dereg_mr(&crossing->ibmr, NULL), 0);
+	KUNIT_EXPECT_EQ(test, fw->resumes, 1);
+	KUNIT_EXPECT_EQ(test, fw->dd->dma_stops, 0);
+	ib_kunit_expect_mock(test, dmabuf, 0, 0, 0);
+}
+
+/*
+ * Two MRs' fences fail: DMA is stopped once, and turned back on only when
+ * the second of their mkeys is destroyed.
+ */
+static void test_stop_until_last_mkey(struct kunit *test)
+{
+	struct mlx5_fw *fw = test->priv;
+	struct mlx5_ib_mr *a, *b;
+	struct dma_buf *a_buf, *b_buf;
+
+	a = dd_mr_pair(test, ib_kunit_mock_fd(test, MR_BYTES, 0, &a_buf));
+	b = dd_mr_pair(test, ib_kunit_mock_fd(test, MR_BYTES, 0, &b_buf));
+	fw->umr_err = -EFAULT;
+	fw->umr_state_after = MLX5_UMR_STATE_ERR;
+	fw->mr = NULL;
+	KUNIT_ASSERT_EQ(test, ib_kunit_mock_revoke(a_buf), 0);
+	KUNIT_ASSERT_EQ(test, ib_kunit_mock_revoke(b_buf), 0);
+	KUNIT_EXPECT_EQ(test, fw->stops, 1);
+	KUNIT_EXPECT_EQ(test, fw->dd->dma_stops, 2);
+
+	KUNIT_EXPECT_EQ(test, mlx5_ib_dereg_mr(&a->ibmr, NULL), 0);
+	KUNIT_EXPECT_EQ(test, fw->resumes, 0);
+	KUNIT_EXPECT_EQ(test, PTR_ERR(try_reg(test, -1)), -EIO);
+	KUNIT_EXPECT_EQ(test, mlx5_ib_dereg_mr(&b->ibmr, NULL), 0);
+	KUNIT_EXPECT_EQ(test, fw->resumes, 1);
+	KUNIT_EXPECT_EQ(test, fw->dd->dma_stops, 0);
 }
 
 /*
@@ -880,13 +992,16 @@ static struct kunit_case mlx5_dd_dmabuf_mr_cases[] = {
 	KUNIT_CASE(test_reg_not_refused),
 	KUNIT_CASE(test_fence_retried_after_recovery),
 	KUNIT_CASE(test_fence_retries_bounded),
-	KUNIT_CASE(test_internal_error_stops_dma),
+	KUNIT_CASE(test_internal_error_is_fenced),
 	KUNIT_CASE(test_internal_error_during_fence),
 	KUNIT_CASE(test_unbind_revokes_each),
 	KUNIT_CASE(test_dereg_pair),
 	KUNIT_CASE(test_dereg_races_revoke),
 	KUNIT_CASE(test_revoke_then_dereg_pair),
 	KUNIT_CASE(test_dereg_after_failed_fence),
+	KUNIT_CASE(test_dereg_umr_dead_destroys),
+	KUNIT_CASE(test_dereg_firmware_dead),
+	KUNIT_CASE(test_stop_until_last_mkey),
 	KUNIT_CASE(test_dereg_destroy_fails),
 	KUNIT_CASE(test_reg_pair),
 	KUNIT_CASE(test_reg_ksm_load_fails),
