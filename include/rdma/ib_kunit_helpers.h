@@ -19,9 +19,11 @@ struct ib_umem;
 struct ib_kunit_events;
 struct ib_kunit_revoker;
 struct kunit;
+struct pci_dev;
 struct rw_semaphore;
 
 struct device *ib_kunit_dma_device(struct kunit *test, const char *name);
+struct pci_dev *ib_kunit_pci_dev(struct kunit *test, const char *name);
 struct ib_device *ib_kunit_alloc_device(struct kunit *test, size_t size,
 					const char *name);
 int ib_kunit_install_fd(struct kunit *test, struct dma_buf *dmabuf);

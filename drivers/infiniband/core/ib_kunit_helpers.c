@@ -19,6 +19,7 @@
 #include <linux/fs.h>
 #include <linux/kthread.h>
 #include <linux/module.h>
+#include <linux/pci.h>
 #include <linux/rwsem.h>
 #include <linux/sched.h>
 #include <linux/sched/debug.h>
@@ -50,6 +51,42 @@ struct device *ib_kunit_dma_device(struct kunit *test, const char *name)
 	return dev;
 }
 EXPORT_SYMBOL_GPL(ib_kunit_dma_device);
+
+static void ib_kunit_pci_dev_release(struct device *dev)
+{
+}
+
+KUNIT_DEFINE_ACTION_WRAPPER(put_pci_dev, put_device, struct device *);
+
+/**
+ * ib_kunit_pci_dev() - A PCI function that no bus knows, for DMA
+ * @test: the test that owns it
+ * @name: its device's name
+ *
+ * For a driver that maps or allocates coherent memory for &pdev->dev: the
+ * DMA API maps for it (dma-direct, 64-bit mask). Nothing reaches its PCI
+ * side: the code under test must not touch config space.
+ *
+ * Return: the pci_dev, put and freed when the test ends. Asserts on
+ * failure.
+ */
+struct pci_dev *ib_kunit_pci_dev(struct kunit *test, const char *name)
+{
+	struct pci_dev *pdev;
+
+	pdev = kunit_kzalloc(test, sizeof(*pdev), GFP_KERNEL);
+	KUNIT_ASSERT_NOT_NULL(test, pdev);
+	device_initialize(&pdev->dev);
+	pdev->dev.release = ib_kunit_pci_dev_release;
+	KUNIT_ASSERT_EQ(test, kunit_add_action_or_reset(test, put_pci_dev,
+							&pdev->dev), 0);
+	KUNIT_ASSERT_EQ(test, dev_set_name(&pdev->dev, "%s", name), 0);
+	pdev->dev.dma_mask = &pdev->dev.coherent_dma_mask;
+	KUNIT_ASSERT_EQ(test, dma_set_mask_and_coherent(&pdev->dev,
+							DMA_BIT_MASK(64)), 0);
+	return pdev;
+}
+EXPORT_SYMBOL_GPL(ib_kunit_pci_dev);
 
 KUNIT_DEFINE_ACTION_WRAPPER(dealloc_ibdev, ib_dealloc_device,
 			    struct ib_device *);

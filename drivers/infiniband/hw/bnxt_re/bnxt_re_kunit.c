@@ -13,8 +13,9 @@
  * -ETIMEDOUT with the firmware stall rcfw then records) and records every
  * command it receives with its key. The
  * PCI half of the last resort, bnxt_re_pci_stop_dma(), is stubbed too (the
- * tests have no PCI function): the stub records whether the memory of the MR
- * being fenced was still mapped when it ran. The IB_EVENT_DEVICE_FATAL events
+ * PCI function exists for the DMA API only): the stub records whether the
+ * memory of the MR being fenced was still mapped when it ran, and whether
+ * its page list (PBL) was still allocated. The IB_EVENT_DEVICE_FATAL events
  * the driver raises are counted.
  */
 
@@ -76,6 +77,7 @@ struct bnxt_fw {
 	bool detach_at_fence;		/* fatal detach while DEREGISTER_MR waits */
 	unsigned int stops;		/* bnxt_re_pci_stop_dma() calls */
 	unsigned int mapped_stops;	/* those with the fenced MR still mapped */
+	unsigned int pbl_stops;		/* those with its PBL still allocated */
 	struct bnxt_re_mr *fencing;	/* the MR of the last DEREGISTER_MR */
 	int dereg_rc;			/* bnxt_re_dereg_mr()'s, in dereg() */
 	struct ib_kunit_events *events;
@@ -266,6 +268,8 @@ static void fake_pci_stop_dma(struct bnxt_re_dev *rdev)
 	/* The core unmaps after the callback returns */
 	if (mr && mr->ib_umem && to_ib_umem_dmabuf(mr->ib_umem)->sgt)
 		fw->mapped_stops++;
+	if (mr && mr->qplib_mr.hwq.max_elements)
+		fw->pbl_stops++;
 }
 
 /* The IB_EVENT_DEVICE_FATAL events the device raised so far */
@@ -308,14 +312,13 @@ static int bnxt_fw_init(struct kunit *test)
 
 	/*
 	 * Never probed: what bnxt_re_probe() and the rcfw channel set up for
-	 * MRs. The PCI function is only named in messages: a one-page MR has
-	 * a level-0 PBL, taken from the umem, and needs no coherent memory.
+	 * MRs. The PCI function is there for the DMA API: an MR of more than
+	 * one page has a level-1 PBL in coherent memory.
 	 */
 	rdev = container_of(ib_kunit_alloc_device(test, sizeof(*rdev),
 						  "bnxt_re_kunit"),
 			    struct bnxt_re_dev, ibdev);
-	pdev = kunit_kzalloc(test, sizeof(*pdev), GFP_KERNEL);
-	KUNIT_ASSERT_NOT_NULL(test, pdev);
+	pdev = ib_kunit_pci_dev(test, "bnxt_re_kunit_pf");
 	en_dev = kunit_kzalloc(test, sizeof(*en_dev), GFP_KERNEL);
 	KUNIT_ASSERT_NOT_NULL(test, en_dev);
 	rdev->dev_attr = kunit_kzalloc(test, sizeof(*rdev->dev_attr),
@@ -375,25 +378,31 @@ static void dereg_action(void *data)
 		forget_mr(fw, mr);
 }
 
-static struct ib_mr *try_reg(struct kunit *test, int fd)
+static struct ib_mr *try_reg_bytes(struct kunit *test, int fd, u64 bytes)
 {
 	struct bnxt_fw *fw = test->priv;
 	struct uverbs_attr_bundle *attrs;
 
 	attrs = kunit_kzalloc(test, sizeof(*attrs), GFP_KERNEL);
 	KUNIT_ASSERT_NOT_NULL(test, attrs);
-	return bnxt_re_reg_user_mr_dmabuf(&fw->pd->ib_pd, 0, MR_BYTES,
-					  MR_IOVA, fd, MR_ACCESS, NULL, attrs);
+	return bnxt_re_reg_user_mr_dmabuf(&fw->pd->ib_pd, 0, bytes, MR_IOVA,
+					  fd, MR_ACCESS, NULL, attrs);
 }
 
-static struct bnxt_re_mr *reg_dmabuf_mr(struct kunit *test, int fd)
+static struct ib_mr *try_reg(struct kunit *test, int fd)
+{
+	return try_reg_bytes(test, fd, MR_BYTES);
+}
+
+static struct bnxt_re_mr *reg_dmabuf_mr_bytes(struct kunit *test, int fd,
+					      u64 bytes)
 {
 	struct bnxt_fw *fw = test->priv;
 	struct bnxt_re_mr *mr;
 	struct ib_mr *ib_mr;
 	int i;
 
-	ib_mr = try_reg(test, fd);
+	ib_mr = try_reg_bytes(test, fd, bytes);
 	KUNIT_ASSERT_FALSE_MSG(test, IS_ERR(ib_mr), "reg: %pe", ib_mr);
 	ib_mr->device = &fw->rdev->ibdev;
 	ib_mr->pd = &fw->pd->ib_pd;
@@ -414,6 +423,11 @@ static struct bnxt_re_mr *reg_dmabuf_mr(struct kunit *test, int fd)
 	KUNIT_EXPECT_EQ(test, mr->ib_mr.rkey, mr->ib_mr.lkey);
 	KUNIT_EXPECT_EQ(test, key_state(test, mr->ib_mr.lkey), KEY_REGISTERED);
 	return mr;
+}
+
+static struct bnxt_re_mr *reg_dmabuf_mr(struct kunit *test, int fd)
+{
+	return reg_dmabuf_mr_bytes(test, fd, MR_BYTES);
 }
 
 /* bnxt_re_dereg_mr(), which may fail: the MR then stays for dereg() */
@@ -536,11 +550,12 @@ static void test_revoke_fence_fails(struct kunit *test)
 }
 
 /*
- * The dereg's DEREGISTER_MR fails with an error status: DMA is stopped while
- * the memory is still mapped, IB_EVENT_DEVICE_FATAL raised once, and the
- * dereg goes on to free the key with DEALLOCATE_KEY and succeeds.
+ * The firmware answers the dereg's DEREGISTER_MR with an error status, its
+ * channel running: the dereg fails with -EIO, as for any MR, stops nothing
+ * and raises nothing; the MR stays registered and mapped, its callback
+ * armed, and the dereg that follows completes it.
  */
-static void test_dereg_fence_fails(struct kunit *test)
+static void test_dereg_refused_keeps_mr(struct kunit *test)
 {
 	struct bnxt_fw *fw = test->priv;
 	struct dma_buf *dmabuf;
@@ -551,18 +566,22 @@ static void test_dereg_fence_fails(struct kunit *test)
 	key = mr->ib_mr.lkey;
 	fw->fail_op = OP_DEREG;
 	fw->fail_rc = -EIO;
-	dereg(test, mr);
-	KUNIT_EXPECT_EQ(test, fw->ncmds, 4);
+	KUNIT_EXPECT_EQ(test, try_dereg(test, mr), -EIO);
+	KUNIT_EXPECT_EQ(test, fw->ncmds, 3);
 	expect_cmd(test, 2, OP_DEREG, key);
-	expect_cmd(test, 3, OP_DEALLOC, key);
-	KUNIT_EXPECT_EQ(test, key_state(test, key), KEY_FREE);
-	KUNIT_EXPECT_EQ(test, fw->stops, 1);
-	KUNIT_EXPECT_EQ(test, fw->mapped_stops, 1);
-	KUNIT_EXPECT_EQ(test, fatal_events(fw), 1);
-	ib_kunit_expect_mock(test, dmabuf, 0, 0, 0);
+	KUNIT_EXPECT_EQ(test, key_state(test, key), KEY_REGISTERED);
+	KUNIT_EXPECT_EQ(test, fw->stops, 0);
+	KUNIT_EXPECT_EQ(test, fatal_events(fw), 0);
+	ib_kunit_expect_mock(test, dmabuf, 1, 1, 1);
 
-	KUNIT_ASSERT_EQ(test, ib_kunit_mock_revoke(dmabuf), 0);
-	KUNIT_EXPECT_EQ(test, fw->ncmds, 4);
+	fw->fail_op = 0;
+	dereg(test, mr);
+	KUNIT_EXPECT_EQ(test, fw->ncmds, 5);
+	expect_cmd(test, 3, OP_DEREG, key);
+	expect_cmd(test, 4, OP_DEALLOC, key);
+	KUNIT_EXPECT_EQ(test, key_state(test, key), KEY_FREE);
+	KUNIT_EXPECT_EQ(test, fw->stops, 0);
+	ib_kunit_expect_mock(test, dmabuf, 0, 0, 0);
 }
 
 /*
@@ -781,8 +800,9 @@ static void test_dereg_retry(struct kunit *test)
  * The exporter revokes while dereg's DEREGISTER_MR is in flight (forced: the
  * revoke starts from the DEREGISTER_MR and is seen waiting for the
  * reservation lock dereg holds, then takes it as soon as dereg drops it).
- * One DEREGISTER_MR goes out, then DEALLOCATE_KEY, nothing stops, and the
- * dereg ran the revoke callback itself, not the exporter's revoke.
+ * One DEREGISTER_MR goes out, the dereg's, then DEALLOCATE_KEY, nothing
+ * stops, and the callback runs once, in whichever revoke comes first, and
+ * finds the MR fenced.
  */
 static void test_dereg_races_revoke(struct kunit *test)
 {
@@ -802,9 +822,7 @@ static void test_dereg_races_revoke(struct kunit *test)
 	expect_cmd(test, 3, OP_DEALLOC, key);
 	KUNIT_EXPECT_EQ(test, fw->stops, 0);
 	KUNIT_EXPECT_EQ(test, fatal_events(fw), 0);
-	/* The dereg's: the exporter's revoke found nothing to do */
-	KUNIT_EXPECT_EQ(test, fw->watch.calls, 1);
-	KUNIT_EXPECT_EQ(test, fw->watch.calls_elsewhere, 0);
+	KUNIT_EXPECT_EQ(test, fw->watch.calls + fw->watch.calls_elsewhere, 1);
 	ib_kunit_expect_mock(test, dmabuf, 0, 0, 0);
 }
 
@@ -844,6 +862,40 @@ static void test_revoke_detached_fatal(struct kunit *test)
  * device's DMA. DMA is stopped before the memory is unmapped, with one
  * IB_EVENT_DEVICE_FATAL.
  */
+/*
+ * An MR of four pages has a PBL in coherent memory, which the device walks.
+ * A revoke that fences frees it; one whose DEREGISTER_MR rcfw completed
+ * because the device detached in a fatal state keeps it while DMA is
+ * stopped, and the dereg frees it after.
+ */
+static void test_pbl_freed_after_stop(struct kunit *test)
+{
+	struct bnxt_fw *fw = test->priv;
+	struct dma_buf *a_buf, *b_buf;
+	struct bnxt_re_mr *a, *b;
+
+	a = reg_dmabuf_mr_bytes(test, ib_kunit_mock_fd(test, 4 * PAGE_SIZE, 0,
+						       &a_buf),
+				4 * PAGE_SIZE);
+	KUNIT_EXPECT_NE(test, a->qplib_mr.hwq.max_elements, 0);
+	KUNIT_ASSERT_EQ(test, ib_kunit_mock_revoke(a_buf), 0);
+	KUNIT_EXPECT_EQ(test, a->qplib_mr.hwq.max_elements, 0);
+	KUNIT_EXPECT_EQ(test, fw->stops, 0);
+
+	b = reg_dmabuf_mr_bytes(test, ib_kunit_mock_fd(test, 4 * PAGE_SIZE, 0,
+						       &b_buf),
+				4 * PAGE_SIZE);
+	fw->detach_at_fence = true;
+	KUNIT_ASSERT_EQ(test, ib_kunit_mock_revoke(b_buf), 0);
+	KUNIT_EXPECT_EQ(test, fw->stops, 1);
+	KUNIT_EXPECT_EQ(test, fw->pbl_stops, 1);
+	KUNIT_EXPECT_NE(test, b->qplib_mr.hwq.max_elements, 0);
+	dereg(test, b);
+	dereg(test, a);
+	ib_kunit_expect_mock(test, a_buf, 0, 0, 0);
+	ib_kunit_expect_mock(test, b_buf, 0, 0, 0);
+}
+
 static void test_revoke_detached_during_fence(struct kunit *test)
 {
 	struct bnxt_fw *fw = test->priv;
@@ -895,7 +947,7 @@ static struct kunit_case bnxt_re_dmabuf_mr_cases[] = {
 	KUNIT_CASE(test_revoke_then_dereg),
 	KUNIT_CASE(test_dereg_disarms),
 	KUNIT_CASE(test_revoke_fence_fails),
-	KUNIT_CASE(test_dereg_fence_fails),
+	KUNIT_CASE(test_dereg_refused_keeps_mr),
 	KUNIT_CASE(test_stop_each_event_once),
 	KUNIT_CASE(test_revoke_fence_times_out),
 	KUNIT_CASE(test_dereg_fence_times_out),
@@ -905,6 +957,7 @@ static struct kunit_case bnxt_re_dmabuf_mr_cases[] = {
 	KUNIT_CASE(test_dereg_retry),
 	KUNIT_CASE(test_revoke_detached_fatal),
 	KUNIT_CASE(test_revoke_detached_during_fence),
+	KUNIT_CASE(test_pbl_freed_after_stop),
 	KUNIT_CASE(test_revoke_after_fw_reset),
 	{}
 };

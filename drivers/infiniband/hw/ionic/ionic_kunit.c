@@ -333,8 +333,12 @@ static void test_revoke_fence_fails(struct kunit *test)
 	ib_kunit_expect_mock(test, dmabuf, 0, 0, 0);
 }
 
-/* The dereg's DESTROY_MR fails: reset while mapped; the dereg goes on. */
-static void test_dereg_fence_fails(struct kunit *test)
+/*
+ * The device answers a user's DESTROY_MR with an error: the dereg fails
+ * with -EINVAL, as for any MR, resets nothing and raises nothing; the MR
+ * stays mapped, its mrid in use, and the dereg that follows completes it.
+ */
+static void test_dereg_refused_keeps_mr(struct kunit *test)
 {
 	struct ionic_fw *fw = test->priv;
 	struct dma_buf *dmabuf;
@@ -345,15 +349,43 @@ static void test_dereg_fence_fails(struct kunit *test)
 			   ib_kunit_mock_fd(test, MR_BYTES, 0, &dmabuf));
 	mrid = mr->mrid;
 	fw->destroy_mr_err = true;
+	KUNIT_EXPECT_EQ(test, ionic_dereg_mr(&mr->ibmr, NULL), -EINVAL);
+	KUNIT_EXPECT_EQ(test, fw->destroy_mrs, 1);
+	KUNIT_EXPECT_EQ(test, fw->resets, 0);
+	KUNIT_EXPECT_EQ(test, fatal_events(fw), 0);
+	KUNIT_EXPECT_TRUE(test, mrid_in_use(fw->dev, mrid));
+	ib_kunit_expect_mock(test, dmabuf, 1, 1, 1);
+
+	fw->destroy_mr_err = false;
 	dereg(test, mr);
 	KUNIT_EXPECT_EQ(test, fw->dereg_ret, 0);
-	KUNIT_EXPECT_EQ(test, fw->destroy_mrs, 1);
-	KUNIT_EXPECT_EQ(test, fw->resets, 1);
-	KUNIT_EXPECT_TRUE(test, fw->mapped_at_reset);
-	KUNIT_EXPECT_EQ(test, fatal_events(fw), 1);
-	/* The dereg's own DESTROY_MR, after the callback's failed */
-	KUNIT_EXPECT_EQ(test, fw->killed_cmds, 1);
+	KUNIT_EXPECT_EQ(test, fw->destroy_mrs, 2);
+	KUNIT_EXPECT_EQ(test, fw->resets, 0);
 	KUNIT_EXPECT_FALSE(test, mrid_in_use(fw->dev, mrid));
+	ib_kunit_expect_mock(test, dmabuf, 0, 0, 0);
+}
+
+/*
+ * A device whose admin queue has no DESTROY_MR could not fence an MR: the
+ * registration is refused up front, before any command, with nothing left
+ * attached.
+ */
+static void test_reg_refused_without_destroy(struct kunit *test)
+{
+	struct ionic_fw *fw = test->priv;
+	struct uverbs_attr_bundle *attrs;
+	struct dma_buf *dmabuf;
+	struct ib_mr *ibmr;
+	int fd;
+
+	attrs = kunit_kzalloc(test, sizeof(*attrs), GFP_KERNEL);
+	KUNIT_ASSERT_NOT_NULL(test, attrs);
+	fd = ib_kunit_mock_fd(test, MR_BYTES, 0, &dmabuf);
+	fw->dev->lif_cfg.admin_opcodes = IONIC_V1_ADMIN_DESTROY_MR;
+	ibmr = ionic_reg_user_mr_dmabuf(fake_pd(test, fw), 0, MR_BYTES,
+					MR_IOVA, fd, MR_ACCESS, NULL, attrs);
+	KUNIT_EXPECT_EQ(test, PTR_ERR_OR_ZERO(ibmr), -EOPNOTSUPP);
+	KUNIT_EXPECT_EQ(test, fw->create_mrs, 0);
 	ib_kunit_expect_mock(test, dmabuf, 0, 0, 0);
 }
 
@@ -434,9 +466,7 @@ static void test_dereg_races_revoke(struct kunit *test)
 	KUNIT_EXPECT_EQ(test, fw->destroyed[0], mrid);
 	KUNIT_EXPECT_EQ(test, fw->resets, 0);
 	KUNIT_EXPECT_EQ(test, fatal_events(fw), 0);
-	/* The dereg's: the exporter's revoke found nothing to do */
-	KUNIT_EXPECT_EQ(test, fw->watch.calls, 1);
-	KUNIT_EXPECT_EQ(test, fw->watch.calls_elsewhere, 0);
+	KUNIT_EXPECT_EQ(test, fw->watch.calls + fw->watch.calls_elsewhere, 1);
 	KUNIT_EXPECT_FALSE(test, mrid_in_use(fw->dev, mrid));
 	ib_kunit_expect_mock(test, dmabuf, 0, 0, 0);
 }
@@ -446,7 +476,8 @@ static struct kunit_case ionic_dmabuf_mr_cases[] = {
 	KUNIT_CASE(test_revoke_then_dereg),
 	KUNIT_CASE(test_dereg_disarms),
 	KUNIT_CASE(test_revoke_fence_fails),
-	KUNIT_CASE(test_dereg_fence_fails),
+	KUNIT_CASE(test_dereg_refused_keeps_mr),
+	KUNIT_CASE(test_reg_refused_without_destroy),
 	KUNIT_CASE(test_revoke_after_reset),
 	KUNIT_CASE(test_reg_fails),
 	{}

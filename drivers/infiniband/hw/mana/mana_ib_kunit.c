@@ -415,6 +415,33 @@ static void test_revoke_fence_fails(struct kunit *test)
 	ib_kunit_expect_mock(test, dmabuf, 0, 0, 0);
 }
 
+/*
+ * The device answers a user's DESTROY_MR with an error: the dereg fails
+ * with it, as for any MR, stops nothing and raises nothing; the MR stays
+ * mapped, its callback armed, and the dereg that follows completes it.
+ */
+static void test_dereg_refused_keeps_mr(struct kunit *test)
+{
+	struct mana_fw *fw = test->priv;
+	struct dma_buf *dmabuf;
+	struct mana_ib_mr *mr;
+
+	mr = reg_dmabuf_mr(test, fake_pd(test, fw),
+			   ib_kunit_mock_fd(test, MR_BYTES, 0, &dmabuf));
+	fw->destroy_mr_err = -EPROTO;
+	KUNIT_EXPECT_EQ(test, mana_ib_dereg_mr(&mr->ibmr, NULL), -EPROTO);
+	KUNIT_EXPECT_EQ(test, fw->destroy_mrs, 1);
+	KUNIT_EXPECT_EQ(test, fw->stops, 0);
+	KUNIT_EXPECT_EQ(test, fatal_events(fw), 0);
+	ib_kunit_expect_mock(test, dmabuf, 1, 1, 1);
+
+	fw->destroy_mr_err = 0;
+	dereg(test, mr);
+	KUNIT_EXPECT_EQ(test, fw->destroy_mrs, 2);
+	KUNIT_EXPECT_EQ(test, fw->stops, 0);
+	ib_kunit_expect_mock(test, dmabuf, 0, 0, 0);
+}
+
 /* The dereg's DESTROY_MR times out: stopped while mapped; the dereg goes on */
 static void test_dereg_fence_fails(struct kunit *test)
 {
@@ -463,11 +490,14 @@ static void test_slow_fence_after_timeout(struct kunit *test)
  * marks the function in service, then mana_serv_reset() silences the HW
  * channel (timeout 0) before its suspend removes mana_ib.
  */
-static void enter_reset_cycle(struct mana_fw *fw, bool silenced)
+static void enter_reset_cycle(struct mana_fw *fw, bool silenced, bool hung)
 {
 	struct gdma_context *gc = mdev_to_gc(fw->dev);
 	struct hw_channel_context *hwc = gc->hwc.driver_data;
 
+	/* As mana_gf_stats_work_handler() marks a cycle for a hung channel */
+	if (hung)
+		set_bit(GC_HWC_HUNG, &gc->flags);
 	set_bit(GC_IN_SERVICE, &gc->flags);
 	if (silenced)
 		hwc->hwc_timeout = 0;
@@ -488,7 +518,7 @@ static void test_reset_cycle_dereg(struct kunit *test)
 
 	mr = reg_dmabuf_mr(test, fake_pd(test, fw),
 			   ib_kunit_mock_fd(test, MR_BYTES, 0, &dmabuf));
-	enter_reset_cycle(fw, true);
+	enter_reset_cycle(fw, true, false);
 	fw->destroy_mr_err = -ETIMEDOUT;
 	dereg(test, mr);
 	KUNIT_EXPECT_EQ(test, fw->destroy_mrs, 1);
@@ -510,7 +540,7 @@ static void test_reset_cycle_revoke(struct kunit *test)
 
 	mr = reg_dmabuf_mr(test, pd,
 			   ib_kunit_mock_fd(test, MR_BYTES, 0, &dmabuf));
-	enter_reset_cycle(fw, true);
+	enter_reset_cycle(fw, true, false);
 	fw->destroy_mr_err = -ETIMEDOUT;
 	KUNIT_ASSERT_EQ(test, ib_kunit_mock_revoke(dmabuf), 0);
 	KUNIT_EXPECT_EQ(test, fw->destroy_mrs, 1);
@@ -530,21 +560,29 @@ struct unfenced_case {
 	const char *name;
 	bool in_service;	/* GC_IN_SERVICE set */
 	bool silenced;		/* the HW channel's timeout 0 */
+	bool hung;		/* the cycle is for a hung HW channel */
 	int err;		/* DESTROY_MR's */
 };
 
 static const struct unfenced_case unfenced_cases[] = {
 	/* mana_serv_fpga(), or a reset cycle before it silences the channel */
-	{ "in_service_timeout", true, false, -ETIMEDOUT },
+	{ "in_service_timeout", true, false, false, -ETIMEDOUT },
 	/* The device answered, with an error: it is not quiet */
-	{ "reset_cycle_error", true, true, -EPROTO },
+	{ "reset_cycle_error", true, true, false, -EPROTO },
+	/* A cycle mana started because the channel stopped answering */
+	{ "hung_reset_cycle", true, true, true, -ETIMEDOUT },
 	/* A timeout outside any service */
-	{ "timeout", false, false, -ETIMEDOUT },
+	{ "timeout", false, false, false, -ETIMEDOUT },
+	/* An error outside any service */
+	{ "error", false, false, false, -EPROTO },
 };
 
 KUNIT_ARRAY_PARAM_DESC(unfenced, unfenced_cases, name);
 
-/* Each of those stops DMA while the memory is still mapped, as before */
+/*
+ * Each of those, on an exporter's revoke, stops DMA while the memory is
+ * still mapped: the exporter takes the memory back whatever the answer.
+ */
 static void test_unfenced_stops(struct kunit *test)
 {
 	const struct unfenced_case *c = test->param_value;
@@ -555,13 +593,15 @@ static void test_unfenced_stops(struct kunit *test)
 	mr = reg_dmabuf_mr(test, fake_pd(test, fw),
 			   ib_kunit_mock_fd(test, MR_BYTES, 0, &dmabuf));
 	if (c->in_service)
-		enter_reset_cycle(fw, c->silenced);
+		enter_reset_cycle(fw, c->silenced, c->hung);
 	fw->destroy_mr_err = c->err;
-	dereg(test, mr);
+	KUNIT_ASSERT_EQ(test, ib_kunit_mock_revoke(dmabuf), 0);
 	KUNIT_EXPECT_EQ(test, fw->destroy_mrs, 1);
 	KUNIT_EXPECT_EQ(test, fw->stops, 1);
 	KUNIT_EXPECT_TRUE(test, fw->mapped_at_stop);
 	KUNIT_EXPECT_EQ(test, fatal_events(fw), 1);
+	dereg(test, mr);
+	KUNIT_EXPECT_EQ(test, fw->destroy_mrs, 1);
 	ib_kunit_expect_mock(test, dmabuf, 0, 0, 0);
 }
 
@@ -807,8 +847,8 @@ static void test_dma_mr(struct kunit *test)
  * The exporter revokes while dereg's DESTROY_MR is in flight (forced: the
  * revoke starts from the DESTROY_MR and is seen waiting for the reservation
  * lock dereg holds, then takes it as soon as dereg drops it). One
- * DESTROY_MR goes out, nothing stops, the PD is not left refusing, and
- * the dereg ran the revoke callback itself, not the exporter's revoke.
+ * DESTROY_MR goes out, the dereg's, nothing stops, the PD is not left
+ * refusing, and the callback runs once and finds the MR fenced.
  */
 static void test_dereg_races_revoke(struct kunit *test)
 {
@@ -829,10 +869,8 @@ static void test_dereg_races_revoke(struct kunit *test)
 	KUNIT_EXPECT_EQ(test, fw->destroyed[0], handle);
 	KUNIT_EXPECT_EQ(test, fw->stops, 0);
 	KUNIT_EXPECT_EQ(test, fatal_events(fw), 0);
-	/* The dereg's: the exporter's revoke found nothing to do */
-	KUNIT_EXPECT_EQ(test, fw->watch.calls, 1);
-	KUNIT_EXPECT_EQ(test, fw->watch.calls_elsewhere, 0);
-	/* Not an exporter's revoke: the PD creates as before */
+	KUNIT_EXPECT_EQ(test, fw->watch.calls + fw->watch.calls_elsewhere, 1);
+	/* The revoke found the MR fenced: the PD creates as before */
 	KUNIT_EXPECT_EQ(test, mana_pd_of(pd)->revoked_mrs, 0);
 	ib_kunit_expect_mock(test, dmabuf, 0, 0, 0);
 }
@@ -938,6 +976,7 @@ static struct kunit_case mana_ib_dmabuf_mr_cases[] = {
 	KUNIT_CASE(test_dereg_disarms),
 	KUNIT_CASE(test_revoke_fence_fails),
 	KUNIT_CASE(test_dereg_fence_fails),
+	KUNIT_CASE(test_dereg_refused_keeps_mr),
 	KUNIT_CASE(test_stop_each_event_once),
 	KUNIT_CASE(test_slow_fence_after_timeout),
 	KUNIT_CASE(test_reset_cycle_dereg),

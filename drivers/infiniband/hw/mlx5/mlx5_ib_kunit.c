@@ -211,38 +211,6 @@ static void fake_pci_resume(struct mlx5_data_direct_dev *dd)
 	fw->resumes++;
 }
 
-static void dd_pci_dev_release(struct device *dev)
-{
-}
-
-static void put_dd_pci_dev(void *dev)
-{
-	put_device(dev);
-}
-
-/*
- * The data-direct function: a pci_dev that no bus knows, whose device the
- * DMA API maps for (dma-direct, 64-bit mask), as the registration maps for
- * &pdev->dev. Nothing reaches its PCI side: mlx5_data_direct_pci_stop() is
- * stubbed.
- */
-static struct pci_dev *dd_pci_dev(struct kunit *test)
-{
-	struct pci_dev *pdev;
-
-	pdev = kunit_kzalloc(test, sizeof(*pdev), GFP_KERNEL);
-	KUNIT_ASSERT_NOT_NULL(test, pdev);
-	device_initialize(&pdev->dev);
-	pdev->dev.release = dd_pci_dev_release;
-	KUNIT_ASSERT_EQ(test, kunit_add_action_or_reset(test, put_dd_pci_dev,
-							&pdev->dev), 0);
-	KUNIT_ASSERT_EQ(test, dev_set_name(&pdev->dev, "mlx5_kunit_dd"), 0);
-	pdev->dev.dma_mask = &pdev->dev.coherent_dma_mask;
-	KUNIT_ASSERT_EQ(test, dma_set_mask_and_coherent(&pdev->dev,
-							DMA_BIT_MASK(64)), 0);
-	return pdev;
-}
-
 static int mlx5_fw_init(struct kunit *test)
 {
 	struct mlx5_ib_dev *dev;
@@ -284,7 +252,8 @@ static int mlx5_fw_init(struct kunit *test)
 	/* The data-direct function, bound: what mlx5_data_direct_probe() sets */
 	fw->dd = kunit_kzalloc(test, sizeof(*fw->dd), GFP_KERNEL);
 	KUNIT_ASSERT_NOT_NULL(test, fw->dd);
-	fw->dd->pdev = dd_pci_dev(test);
+	/* The DMA API maps for it; nothing reaches its PCI side (stubbed) */
+	fw->dd->pdev = ib_kunit_pci_dev(test, "mlx5_kunit_dd");
 	fw->dd->device = &fw->dd->pdev->dev;
 	mutex_init(&fw->dd->dma_lock);
 	dev_set_drvdata(fw->dd->device, fw->dd);
