@@ -64,15 +64,18 @@ for spec in "$@"; do
 		refs=$(cat "/sys/module/$mname/refcnt" 2>/dev/null || echo '?')
 		echo "kunit: not ok - $suite: rmmod $mod: ${out:-module still loaded} (refcnt $refs)"
 	fi
-	# And the KUnit helper modules it pulled in (ib_kunit_helpers), now
-	# unused: they hold dmabuf_mock, whose unload a later test checks.
-	for m in $(ls /sys/module); do
-		case $loaded in *" $m "*) continue ;; esac
-		case $m in
-		*kunit*)
-			[ "$(cat "/sys/module/$m/refcnt" 2>/dev/null)" = 0 ] &&
-				rmmod "$m" ;;
-		esac
+	# And the KUnit helper modules it pulled in (ib_kunit_mr, which holds
+	# ib_kunit_helpers), now unused: they hold dmabuf_mock, whose unload a
+	# later test checks. A pass frees what held the next one's modules.
+	for _ in 1 2 3; do
+		for m in $(ls /sys/module); do
+			case $loaded in *" $m "*) continue ;; esac
+			case $m in
+			*kunit*)
+				[ "$(cat "/sys/module/$m/refcnt" 2>/dev/null)" = 0 ] &&
+					rmmod "$m" ;;
+			esac
+		done
 	done
 done
 [ -w /sys/module/kunit/parameters/filter_glob ] &&
