@@ -17,6 +17,10 @@
  * memory of the MR being fenced was still mapped when it ran, and whether
  * its page list (PBL) was still allocated. The IB_EVENT_DEVICE_FATAL events
  * the driver raises are counted.
+ *
+ * The scenarios every driver shares are ib_kunit_mr's, run on bnxt_re
+ * through the ops table below, with the stop as the last resort and a
+ * detached rcfw as bnxt_en's recovery.
  */
 
 #include <kunit/static_stub.h>
@@ -27,6 +31,7 @@
 #include <linux/pci.h>
 #include <linux/slab.h>
 #include <rdma/ib_kunit_helpers.h>
+#include <rdma/ib_kunit_mr.h>
 #include <rdma/ib_pack.h>
 #include <rdma/ib_umem.h>
 #include <rdma/uverbs_ioctl.h>
@@ -65,6 +70,7 @@ struct fw_cmd {
 
 /* What the stubbed firmware saw and is to answer */
 struct bnxt_fw {
+	struct ib_kunit_mr_fixture fx;	/* first: the scenarios' */
 	struct bnxt_re_dev *rdev;
 	struct bnxt_re_pd *pd;
 	struct bnxt_re_mr *mrs[FW_MRS];	/* registered, not deregistered */
@@ -80,11 +86,6 @@ struct bnxt_fw {
 	unsigned int pbl_stops;		/* those with its PBL still allocated */
 	struct bnxt_re_mr *fencing;	/* the MR of the last DEREGISTER_MR */
 	int dereg_rc;			/* bnxt_re_dereg_mr()'s, in dereg() */
-	struct ib_kunit_events *events;
-	/* At the next DEREGISTER_MR, revoke this buffer from another thread */
-	struct dma_buf *race_revoke;
-	struct ib_kunit_revoker *revoker;
-	struct ib_kunit_revoke_watch watch;	/* the MR's revoke callback */
 };
 
 static struct dma_resv *mr_resv(struct bnxt_re_mr *mr)
@@ -139,13 +140,7 @@ static void fw_fence_starts(struct kunit *test, struct bnxt_fw *fw,
 		KUNIT_EXPECT_TRUE_MSG(test, dma_resv_is_locked(mr_resv(mr)),
 				      "fence without the reservation lock");
 	}
-	/* Once: the revoke's own DEREGISTER_MR, if any, starts nothing */
-	if (fw->race_revoke) {
-		struct dma_buf *dmabuf = fw->race_revoke;
-
-		fw->race_revoke = NULL;
-		fw->revoker = ib_kunit_revoke_behind(test, dmabuf);
-	}
+	ib_kunit_mr_fence_seen(test, key);
 }
 
 /* The firmware's answer to a command it received and did not fail */
@@ -265,6 +260,7 @@ static void fake_pci_stop_dma(struct bnxt_re_dev *rdev)
 
 	KUNIT_EXPECT_PTR_EQ(test, rdev, fw->rdev);
 	fw->stops++;
+	ib_kunit_mr_last_resort_seen(test);
 	/* The core unmaps after the callback returns */
 	if (mr && mr->ib_umem && to_ib_umem_dmabuf(mr->ib_umem)->sgt)
 		fw->mapped_stops++;
@@ -275,7 +271,7 @@ static void fake_pci_stop_dma(struct bnxt_re_dev *rdev)
 /* The IB_EVENT_DEVICE_FATAL events the device raised so far */
 static int fatal_events(struct bnxt_fw *fw)
 {
-	return ib_kunit_events_seen(fw->events, IB_EVENT_DEVICE_FATAL);
+	return ib_kunit_events_seen(fw->fx.events, IB_EVENT_DEVICE_FATAL);
 }
 
 /* The firmware received command @i (from 0) of this opcode and key */
@@ -297,6 +293,8 @@ static int key_state(struct kunit *test, u32 key)
 	return state ? *state : -1;
 }
 
+static const struct ib_kunit_mr_ops bnxt_mr_ops;
+
 static int bnxt_fw_init(struct kunit *test)
 {
 	struct bnxt_en_dev *en_dev;
@@ -308,7 +306,6 @@ static int bnxt_fw_init(struct kunit *test)
 	KUNIT_ASSERT_NOT_NULL(test, fw);
 	fw->next_key = FW_KEY_BASE;
 	test->priv = fw;
-	ib_kunit_expect_no_mock_leaks(test);
 
 	/*
 	 * Never probed: what bnxt_re_probe() and the rcfw channel set up for
@@ -339,7 +336,7 @@ static int bnxt_fw_init(struct kunit *test)
 	fw->pd->ib_pd.device = &rdev->ibdev;
 	fw->pd->rdev = rdev;
 	fw->pd->qplib_pd.id = FW_PD_ID;
-	fw->events = ib_kunit_watch_events(test, &rdev->ibdev);
+	ib_kunit_mr_init(test, &fw->fx, &bnxt_mr_ops, &rdev->ibdev);
 
 	kunit_activate_static_stub(test, bnxt_qplib_rcfw_send_message,
 				   fake_send_message);
@@ -394,16 +391,13 @@ static struct ib_mr *try_reg(struct kunit *test, int fd)
 	return try_reg_bytes(test, fd, MR_BYTES);
 }
 
-static struct bnxt_re_mr *reg_dmabuf_mr_bytes(struct kunit *test, int fd,
-					      u64 bytes)
+/* A registered MR: the stubs know it, and the case's end deregisters it */
+static struct bnxt_re_mr *track_mr(struct kunit *test, struct ib_mr *ib_mr)
 {
 	struct bnxt_fw *fw = test->priv;
 	struct bnxt_re_mr *mr;
-	struct ib_mr *ib_mr;
 	int i;
 
-	ib_mr = try_reg_bytes(test, fd, bytes);
-	KUNIT_ASSERT_FALSE_MSG(test, IS_ERR(ib_mr), "reg: %pe", ib_mr);
 	ib_mr->device = &fw->rdev->ibdev;
 	ib_mr->pd = &fw->pd->ib_pd;
 	mr = container_of(ib_mr, struct bnxt_re_mr, ib_mr);
@@ -415,6 +409,19 @@ static struct bnxt_re_mr *reg_dmabuf_mr_bytes(struct kunit *test, int fd,
 	fw->fencing = mr;
 	KUNIT_ASSERT_EQ(test, kunit_add_action_or_reset(test, dereg_action,
 							mr), 0);
+	return mr;
+}
+
+static struct bnxt_re_mr *reg_dmabuf_mr_bytes(struct kunit *test, int fd,
+					      u64 bytes)
+{
+	struct bnxt_fw *fw = test->priv;
+	struct bnxt_re_mr *mr;
+	struct ib_mr *ib_mr;
+
+	ib_mr = try_reg_bytes(test, fd, bytes);
+	KUNIT_ASSERT_FALSE_MSG(test, IS_ERR(ib_mr), "reg: %pe", ib_mr);
+	mr = track_mr(test, ib_mr);
 
 	/* A key from ALLOCATE_MRW, registered with REGISTER_MR, both ways */
 	KUNIT_ASSERT_GE(test, fw->ncmds, 2);
@@ -452,137 +459,72 @@ static void dereg(struct kunit *test, struct bnxt_re_mr *mr)
 	KUNIT_EXPECT_EQ(test, fw->dereg_rc, 0);
 }
 
-/*
- * The exporter's revoke sends one DEREGISTER_MR, with the MR's lkey, frees
- * the PBL and keeps the key allocated; the dereg after it sends
- * DEALLOCATE_KEY for that key and no second DEREGISTER_MR.
- */
-static void test_revoke_then_dereg(struct kunit *test)
+static struct ib_mr *ops_try_reg(struct kunit *test, int fd)
 {
-	struct bnxt_fw *fw = test->priv;
-	struct dma_buf *dmabuf;
-	struct bnxt_re_mr *mr;
-	u32 key;
+	struct ib_mr *ib_mr = try_reg(test, fd);
 
-	mr = reg_dmabuf_mr(test, ib_kunit_mock_fd(test, MR_BYTES, 0, &dmabuf));
-	key = mr->ib_mr.lkey;
-	KUNIT_EXPECT_EQ(test, fw->ncmds, 2);
-	ib_kunit_expect_mock(test, dmabuf, 1, 1, 1);
-
-	KUNIT_ASSERT_EQ(test, ib_kunit_mock_revoke(dmabuf), 0);
-	KUNIT_EXPECT_EQ(test, fw->ncmds, 3);
-	expect_cmd(test, 2, OP_DEREG, key);
-	KUNIT_EXPECT_EQ(test, key_state(test, key), KEY_ALLOCATED);
-	KUNIT_EXPECT_EQ(test, mr->qplib_mr.hwq.max_elements, 0);
-	KUNIT_EXPECT_EQ(test, fw->stops, 0);
-	KUNIT_EXPECT_EQ(test, fatal_events(fw), 0);
-	ib_kunit_expect_mock(test, dmabuf, 1, 0, 0);
-
-	dereg(test, mr);
-	KUNIT_EXPECT_EQ(test, fw->ncmds, 4);
-	expect_cmd(test, 3, OP_DEALLOC, key);
-	KUNIT_EXPECT_EQ(test, key_state(test, key), KEY_FREE);
-	KUNIT_EXPECT_EQ(test, fw->stops, 0);
-	KUNIT_EXPECT_EQ(test, fatal_events(fw), 0);
-	ib_kunit_expect_mock(test, dmabuf, 0, 0, 0);
+	if (!IS_ERR(ib_mr))
+		track_mr(test, ib_mr);
+	return ib_mr;
 }
 
-/*
- * A dereg without a revoke sends DEREGISTER_MR, then DEALLOCATE_KEY, for the
- * MR's key, and leaves no callback armed: a revoke afterwards sends nothing.
- */
-static void test_dereg_disarms(struct kunit *test)
+static int ops_dereg(struct kunit *test, struct ib_mr *ib_mr)
 {
-	struct bnxt_fw *fw = test->priv;
-	struct dma_buf *dmabuf;
-	struct bnxt_re_mr *mr;
-	u32 key;
-
-	mr = reg_dmabuf_mr(test, ib_kunit_mock_fd(test, MR_BYTES, 0, &dmabuf));
-	key = mr->ib_mr.lkey;
-	dereg(test, mr);
-	KUNIT_EXPECT_EQ(test, fw->ncmds, 4);
-	expect_cmd(test, 2, OP_DEREG, key);
-	expect_cmd(test, 3, OP_DEALLOC, key);
-	KUNIT_EXPECT_EQ(test, key_state(test, key), KEY_FREE);
-	KUNIT_EXPECT_EQ(test, fw->stops, 0);
-	KUNIT_EXPECT_EQ(test, fatal_events(fw), 0);
-	ib_kunit_expect_mock(test, dmabuf, 0, 0, 0);
-
-	KUNIT_ASSERT_EQ(test, ib_kunit_mock_revoke(dmabuf), 0);
-	KUNIT_EXPECT_EQ(test, fw->ncmds, 4);
-	KUNIT_EXPECT_EQ(test, fw->stops, 0);
+	return try_dereg(test, container_of(ib_mr, struct bnxt_re_mr, ib_mr));
 }
 
-/*
- * The revoke's DEREGISTER_MR fails with an error status: DMA is stopped
- * once, before the core unmaps the memory, and IB_EVENT_DEVICE_FATAL raised
- * once. The key stays allocated; the dereg sends DEALLOCATE_KEY for it, no
- * second DEREGISTER_MR, and raises nothing more.
- */
-static void test_revoke_fence_fails(struct kunit *test)
+static struct ib_umem *mr_umem(struct ib_mr *ib_mr)
+{
+	return container_of(ib_mr, struct bnxt_re_mr, ib_mr)->ib_umem;
+}
+
+static u64 mr_fence_key(struct ib_mr *ib_mr)
+{
+	return ib_mr->lkey;
+}
+
+/* DEREGISTER_MR completes, fails with an error status, or times out */
+static void answer_fence(struct kunit *test, enum ib_kunit_fence answer)
 {
 	struct bnxt_fw *fw = test->priv;
-	struct dma_buf *dmabuf;
-	struct bnxt_re_mr *mr;
-	u32 key;
 
-	mr = reg_dmabuf_mr(test, ib_kunit_mock_fd(test, MR_BYTES, 0, &dmabuf));
-	key = mr->ib_mr.lkey;
-	fw->fail_op = OP_DEREG;
+	fw->fail_op = answer == IB_KUNIT_FENCE_DONE ? 0 : OP_DEREG;
+	fw->fail_rc = answer == IB_KUNIT_FENCE_GONE ? -ETIMEDOUT : -EIO;
+}
+
+static void fail_reg(struct kunit *test)
+{
+	struct bnxt_fw *fw = test->priv;
+
+	fw->fail_op = OP_REG;
 	fw->fail_rc = -EIO;
-	KUNIT_ASSERT_EQ(test, ib_kunit_mock_revoke(dmabuf), 0);
-	KUNIT_EXPECT_EQ(test, fw->ncmds, 3);
-	expect_cmd(test, 2, OP_DEREG, key);
-	KUNIT_EXPECT_EQ(test, fw->stops, 1);
-	KUNIT_EXPECT_EQ(test, fw->mapped_stops, 1);
-	KUNIT_EXPECT_EQ(test, fatal_events(fw), 1);
-	KUNIT_EXPECT_NE(test, key_state(test, key), KEY_FREE);
-	ib_kunit_expect_mock(test, dmabuf, 1, 0, 0);
-
-	dereg(test, mr);
-	KUNIT_EXPECT_EQ(test, fw->ncmds, 4);
-	expect_cmd(test, 3, OP_DEALLOC, key);
-	KUNIT_EXPECT_EQ(test, key_state(test, key), KEY_FREE);
-	KUNIT_EXPECT_EQ(test, fw->stops, 1);
-	KUNIT_EXPECT_EQ(test, fatal_events(fw), 1);
-	ib_kunit_expect_mock(test, dmabuf, 0, 0, 0);
 }
 
-/*
- * The firmware answers the dereg's DEREGISTER_MR with an error status, its
- * channel running: the dereg fails with -EIO, as for any MR, stops nothing
- * and raises nothing; the MR stays registered and mapped, its callback
- * armed, and the dereg that follows completes it.
- */
-static void test_dereg_refused_keeps_mr(struct kunit *test)
+static bool key_in_use(struct kunit *test, u64 key)
 {
-	struct bnxt_fw *fw = test->priv;
-	struct dma_buf *dmabuf;
-	struct bnxt_re_mr *mr;
-	u32 key;
-
-	mr = reg_dmabuf_mr(test, ib_kunit_mock_fd(test, MR_BYTES, 0, &dmabuf));
-	key = mr->ib_mr.lkey;
-	fw->fail_op = OP_DEREG;
-	fw->fail_rc = -EIO;
-	KUNIT_EXPECT_EQ(test, try_dereg(test, mr), -EIO);
-	KUNIT_EXPECT_EQ(test, fw->ncmds, 3);
-	expect_cmd(test, 2, OP_DEREG, key);
-	KUNIT_EXPECT_EQ(test, key_state(test, key), KEY_REGISTERED);
-	KUNIT_EXPECT_EQ(test, fw->stops, 0);
-	KUNIT_EXPECT_EQ(test, fatal_events(fw), 0);
-	ib_kunit_expect_mock(test, dmabuf, 1, 1, 1);
-
-	fw->fail_op = 0;
-	dereg(test, mr);
-	KUNIT_EXPECT_EQ(test, fw->ncmds, 5);
-	expect_cmd(test, 3, OP_DEREG, key);
-	expect_cmd(test, 4, OP_DEALLOC, key);
-	KUNIT_EXPECT_EQ(test, key_state(test, key), KEY_FREE);
-	KUNIT_EXPECT_EQ(test, fw->stops, 0);
-	ib_kunit_expect_mock(test, dmabuf, 0, 0, 0);
+	return key_state(test, key) != KEY_FREE;
 }
+
+/* bnxt_en reset the firmware: rcfw detached completes commands unsent */
+static void recover(struct kunit *test)
+{
+	detach_after_reset(test->priv);
+}
+
+static const struct ib_kunit_mr_ops bnxt_mr_ops = {
+	.mr_bytes = MR_BYTES,
+	.try_reg = ops_try_reg,
+	.dereg = ops_dereg,
+	.umem = mr_umem,
+	.fence_key = mr_fence_key,
+	.answer_fence = answer_fence,
+	.fail_reg = fail_reg,
+	.key_in_use = key_in_use,
+	.recover = recover,
+	.reg_fails_errno = -EIO,
+	.dereg_refused_errno = -EIO,
+	.dereg_gone_errno = -ETIMEDOUT,
+};
 
 /*
  * Two fences fail: each clears bus mastering before its memory is unmapped
@@ -663,36 +605,6 @@ static void test_revoke_fence_times_out(struct kunit *test)
 	KUNIT_EXPECT_EQ(test, fatal_events(fw), 1);
 	ib_kunit_expect_mock(test, a_buf, 0, 0, 0);
 	ib_kunit_expect_mock(test, b_buf, 0, 0, 0);
-}
-
-/*
- * The dereg's DEREGISTER_MR times out: DMA is stopped while the memory is
- * still mapped and IB_EVENT_DEVICE_FATAL raised once; the stalled firmware
- * cannot free the key, so the dereg fails and keeps the MR, whose retry after
- * bnxt_en's firmware reset sends no second DEREGISTER_MR.
- */
-static void test_dereg_fence_times_out(struct kunit *test)
-{
-	struct bnxt_fw *fw = test->priv;
-	struct dma_buf *dmabuf;
-	struct bnxt_re_mr *mr;
-
-	mr = reg_dmabuf_mr(test, ib_kunit_mock_fd(test, MR_BYTES, 0, &dmabuf));
-	fw->fail_op = OP_DEREG;
-	fw->fail_rc = -ETIMEDOUT;
-	KUNIT_EXPECT_EQ(test, try_dereg(test, mr), -ETIMEDOUT);
-	KUNIT_EXPECT_EQ(test, fw->ncmds, 3);
-	expect_cmd(test, 2, OP_DEREG, mr->ib_mr.lkey);
-	KUNIT_EXPECT_EQ(test, fw->stops, 1);
-	KUNIT_EXPECT_EQ(test, fw->mapped_stops, 1);
-	KUNIT_EXPECT_EQ(test, fatal_events(fw), 1);
-	ib_kunit_expect_mock(test, dmabuf, 1, 0, 0);
-
-	detach_after_reset(fw);
-	dereg(test, mr);
-	KUNIT_EXPECT_EQ(test, fw->ncmds, 3);
-	KUNIT_EXPECT_EQ(test, fw->stops, 1);
-	ib_kunit_expect_mock(test, dmabuf, 0, 0, 0);
 }
 
 /*
@@ -793,36 +705,6 @@ static void test_dereg_retry(struct kunit *test)
 	expect_cmd(test, 4, OP_DEALLOC, key);
 	KUNIT_EXPECT_EQ(test, key_state(test, key), KEY_FREE);
 	KUNIT_EXPECT_EQ(test, fw->stops, 0);
-	ib_kunit_expect_mock(test, dmabuf, 0, 0, 0);
-}
-
-/*
- * The exporter revokes while dereg's DEREGISTER_MR is in flight (forced: the
- * revoke starts from the DEREGISTER_MR and is seen waiting for the
- * reservation lock dereg holds, then takes it as soon as dereg drops it).
- * One DEREGISTER_MR goes out, the dereg's, then DEALLOCATE_KEY, nothing
- * stops, and the callback runs once, in whichever revoke comes first, and
- * finds the MR fenced.
- */
-static void test_dereg_races_revoke(struct kunit *test)
-{
-	struct bnxt_fw *fw = test->priv;
-	struct dma_buf *dmabuf;
-	struct bnxt_re_mr *mr;
-	u32 key;
-
-	mr = reg_dmabuf_mr(test, ib_kunit_mock_fd(test, MR_BYTES, 0, &dmabuf));
-	key = mr->ib_mr.lkey;
-	ib_kunit_watch_revoke(test, mr->ib_umem, &fw->watch);
-	fw->race_revoke = dmabuf;
-	dereg(test, mr);
-	KUNIT_EXPECT_EQ(test, ib_kunit_revoker_wait(test, fw->revoker), 0);
-	KUNIT_EXPECT_EQ(test, fw->ncmds, 4);
-	expect_cmd(test, 2, OP_DEREG, key);
-	expect_cmd(test, 3, OP_DEALLOC, key);
-	KUNIT_EXPECT_EQ(test, fw->stops, 0);
-	KUNIT_EXPECT_EQ(test, fatal_events(fw), 0);
-	KUNIT_EXPECT_EQ(test, fw->watch.calls + fw->watch.calls_elsewhere, 1);
 	ib_kunit_expect_mock(test, dmabuf, 0, 0, 0);
 }
 
@@ -943,14 +825,14 @@ static void test_revoke_after_fw_reset(struct kunit *test)
 }
 
 static struct kunit_case bnxt_re_dmabuf_mr_cases[] = {
-	KUNIT_CASE(test_dereg_races_revoke),
-	KUNIT_CASE(test_revoke_then_dereg),
-	KUNIT_CASE(test_dereg_disarms),
-	KUNIT_CASE(test_revoke_fence_fails),
-	KUNIT_CASE(test_dereg_refused_keeps_mr),
+	IB_KUNIT_MR_CASE(dereg_races_revoke),
+	IB_KUNIT_MR_CASE(revoke_then_dereg),
+	IB_KUNIT_MR_CASE(dereg_disarms),
+	IB_KUNIT_MR_CASE_UNFENCED(revoke_fence_fails),
+	IB_KUNIT_MR_CASE(dereg_refused_keeps_mr),
 	KUNIT_CASE(test_stop_each_event_once),
 	KUNIT_CASE(test_revoke_fence_times_out),
-	KUNIT_CASE(test_dereg_fence_times_out),
+	IB_KUNIT_MR_CASE(dereg_fence_fails),
 	KUNIT_CASE(test_reg_fails),
 	KUNIT_CASE(test_alloc_fails),
 	KUNIT_CASE(test_reg_on_alloc_mr_firmware),

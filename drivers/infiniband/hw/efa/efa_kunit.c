@@ -14,6 +14,11 @@
  * (there are no registers nor PCI function): the stubs record whether the
  * memory was still mapped for the device when they ran. The
  * IB_EVENT_DEVICE_FATAL events the driver raises are counted.
+ *
+ * The scenarios every driver shares are ib_kunit_mr's, run on EFA through
+ * the ops table below, with the device's reset as the last resort. EFA
+ * frees a key at the device with DEREG_MR and keeps it from new MRs by
+ * refusing the PD's registrations instead: the PD cases here.
  */
 
 #include <kunit/static_stub.h>
@@ -22,6 +27,7 @@
 #include <linux/ktime.h>
 #include <linux/slab.h>
 #include <rdma/ib_kunit_helpers.h>
+#include <rdma/ib_kunit_mr.h>
 #include <rdma/ib_umem.h>
 #include <rdma/uverbs_ioctl.h>
 
@@ -30,6 +36,7 @@
 
 /* What the stubbed admin queue saw and is to answer. */
 struct efa_fw {
+	struct ib_kunit_mr_fixture fx;	/* first: the scenarios' */
 	struct efa_dev *dev;
 	struct efa_mr *mr;		/* the case's MR, once registered */
 	unsigned int reg_mrs;
@@ -64,11 +71,6 @@ struct efa_fw {
 	unsigned int stops;		/* efa_pci_stop_dma() calls */
 	unsigned int resets_at_stop;	/* resets before the last stop */
 	bool mapped_at_stop;		/* the MR's memory, at the last stop */
-	struct ib_kunit_events *events;
-	/* At the next DEREG_MR, revoke this buffer from another thread */
-	struct dma_buf *race_revoke;
-	struct ib_kunit_revoker *revoker;
-	struct ib_kunit_revoke_watch watch;	/* the MR's revoke callback */
 };
 
 /* The device's answer: a completion with @status */
@@ -107,7 +109,7 @@ static int fake_exec_on_device(struct efa_com_admin_queue *aq, u8 opcode,
 
 			fw->revoke_in_reg = NULL;
 			/* Returns when the revoke waits for the PD's rwsem */
-			fw->revoker =
+			fw->fx.revoker =
 				ib_kunit_revoke_blocked_on(test, buf, sem);
 		}
 		/* As an allocator may: the key freed last goes out first */
@@ -130,13 +132,7 @@ static int fake_exec_on_device(struct efa_com_admin_queue *aq, u8 opcode,
 		if (fw->dereg_mrs < ARRAY_SIZE(fw->dereg_key))
 			fw->dereg_key[fw->dereg_mrs] = cmd->l_key;
 		fw->dereg_mrs++;
-		/* Once: the revoke's own DEREG_MR, if any, starts nothing */
-		if (fw->race_revoke) {
-			struct dma_buf *dmabuf = fw->race_revoke;
-
-			fw->race_revoke = NULL;
-			fw->revoker = ib_kunit_revoke_behind(test, dmabuf);
-		}
+		ib_kunit_mr_fence_seen(test, cmd->l_key);
 		if ((!fw->dereg_status && !fw->dereg_times_out) ||
 		    (fw->dereg_fails && fw->dereg_mrs > fw->dereg_fails)) {
 			/* The key is free: the device may hand it out again */
@@ -173,6 +169,7 @@ static int fake_reset_device(struct efa_dev *dev, int reason)
 	KUNIT_EXPECT_FALSE(test, test_bit(EFA_AQ_STATE_RUNNING_BIT,
 					  &dev->edev.aq.state));
 	fw->resets++;
+	ib_kunit_mr_last_resort_seen(test);
 	fw->mapped_at_reset = mr_mapped(fw);
 	return fw->reset_err;
 }
@@ -192,11 +189,13 @@ static void fake_pci_stop_dma(struct efa_dev *dev)
 /* The IB_EVENT_DEVICE_FATAL events the device raised so far */
 static int fatal_events(struct efa_fw *fw)
 {
-	return ib_kunit_events_seen(fw->events, IB_EVENT_DEVICE_FATAL);
+	return ib_kunit_events_seen(fw->fx.events, IB_EVENT_DEVICE_FATAL);
 }
 
 /* The admin queue's completion timeout, as a device may set it */
 #define CMD_TIMEOUT_MS 50
+
+static const struct ib_kunit_mr_ops efa_mr_ops;
 
 static int efa_fw_init(struct kunit *test)
 {
@@ -208,7 +207,6 @@ static int efa_fw_init(struct kunit *test)
 	fw->next_key = 0x100;
 	test->priv = fw;
 
-	ib_kunit_expect_no_mock_leaks(test);
 	/* Never registered: what efa_probe_device() sets up for MRs */
 	dev = container_of(ib_kunit_alloc_device(test, sizeof(*dev),
 						 "efa_kunit"),
@@ -227,7 +225,7 @@ static int efa_fw_init(struct kunit *test)
 	dev->dev_attr.device_caps = EFA_ADMIN_FEATURE_DEVICE_ATTR_DESC_RDMA_READ_MASK |
 				    EFA_ADMIN_FEATURE_DEVICE_ATTR_DESC_RDMA_WRITE_MASK;
 	fw->dev = dev;
-	fw->events = ib_kunit_watch_events(test, &dev->ibdev);
+	ib_kunit_mr_init(test, &fw->fx, &efa_mr_ops, &dev->ibdev);
 
 	kunit_activate_static_stub(test, efa_com_exec_on_device,
 				   fake_exec_on_device);
@@ -259,9 +257,11 @@ static struct ib_pd *fake_pd(struct kunit *test, struct efa_dev *dev, u16 pdn)
 #define MR_ACCESS (IB_ACCESS_LOCAL_WRITE | IB_ACCESS_REMOTE_READ | \
 		   IB_ACCESS_REMOTE_WRITE)
 
-/* A dma-buf MR of a 4-page mock buffer (an inline PBL: no PCI needed). */
-static struct efa_mr *reg_dmabuf_mr(struct kunit *test, struct ib_pd *pd,
-				    int fd)
+/*
+ * A dma-buf MR of a 4-page mock buffer in @pd (an inline PBL: no PCI
+ * needed), or the registration's error
+ */
+static struct ib_mr *reg_in(struct kunit *test, struct ib_pd *pd, int fd)
 {
 	struct efa_fw *fw = test->priv;
 	struct uverbs_attr_bundle *attrs;
@@ -271,11 +271,21 @@ static struct efa_mr *reg_dmabuf_mr(struct kunit *test, struct ib_pd *pd,
 	KUNIT_ASSERT_NOT_NULL(test, attrs);
 	ibmr = efa_reg_user_mr_dmabuf(pd, 0, MR_BYTES, MR_IOVA, fd,
 				      MR_ACCESS, NULL, attrs);
-	KUNIT_ASSERT_FALSE_MSG(test, IS_ERR(ibmr), "reg: %pe", ibmr);
+	if (IS_ERR(ibmr))
+		return ibmr;
 	ibmr->device = pd->device;
 	ibmr->pd = pd;
 	fw->mr = container_of(ibmr, struct efa_mr, ibmr);
-	return fw->mr;
+	return ibmr;
+}
+
+static struct efa_mr *reg_dmabuf_mr(struct kunit *test, struct ib_pd *pd,
+				    int fd)
+{
+	struct ib_mr *ibmr = reg_in(test, pd, fd);
+
+	KUNIT_ASSERT_FALSE_MSG(test, IS_ERR(ibmr), "reg: %pe", ibmr);
+	return container_of(ibmr, struct efa_mr, ibmr);
 }
 
 static void dereg(struct kunit *test, struct efa_mr *mr)
@@ -286,183 +296,79 @@ static void dereg(struct kunit *test, struct efa_mr *mr)
 	fw->mr = NULL;
 }
 
-/*
- * The exporter's revoke sends one DEREG_MR, with the MR's key, and keeps the
- * key from new MRs; the dereg that follows sends none and lets the key go.
- */
-static void test_revoke_then_dereg(struct kunit *test)
+/* The scenarios' MR, if they did not deregister it */
+static void dereg_action(void *data)
 {
-	struct efa_fw *fw = test->priv;
-	struct dma_buf *dmabuf;
-	struct efa_mr *mr;
-	struct ib_pd *pd;
-	u32 lkey;
-	int fd;
-
-	pd = fake_pd(test, fw->dev, 1);
-	fd = ib_kunit_mock_fd(test, MR_BYTES, 0, &dmabuf);
-	mr = reg_dmabuf_mr(test, pd, fd);
-	lkey = mr->ibmr.lkey;
-	KUNIT_EXPECT_EQ(test, fw->reg_mrs, 1);
-	ib_kunit_expect_mock(test, dmabuf, 1, 1, 1);
-
-	KUNIT_ASSERT_EQ(test, ib_kunit_mock_revoke(dmabuf), 0);
-	KUNIT_EXPECT_EQ(test, fw->dereg_mrs, 1);
-	KUNIT_EXPECT_EQ(test, fw->dereg_key[0], lkey);
-	KUNIT_EXPECT_EQ(test, fw->stops, 0);
-	KUNIT_EXPECT_EQ(test, fatal_events(fw), 0);
-	KUNIT_EXPECT_EQ(test, efa_pd_of(pd)->revoked_mrs, 1);
-	ib_kunit_expect_mock(test, dmabuf, 1, 0, 0);
-
-	dereg(test, mr);
-	KUNIT_EXPECT_EQ(test, fw->dereg_mrs, 1);
-	KUNIT_EXPECT_EQ(test, efa_pd_of(pd)->revoked_mrs, 0);
-	ib_kunit_expect_mock(test, dmabuf, 0, 0, 0);
+	KUNIT_EXPECT_EQ(kunit_get_current_test(), efa_dereg_mr(data, NULL), 0);
 }
 
-/*
- * A dereg with no revoke sends one DEREG_MR and leaves no callback armed:
- * a revoke of the buffer afterwards reaches no MR.
- */
-static void test_dereg_disarms(struct kunit *test)
+static struct ib_mr *try_reg(struct kunit *test, int fd)
 {
 	struct efa_fw *fw = test->priv;
-	struct dma_buf *dmabuf;
-	struct efa_mr *mr;
-	struct ib_pd *pd;
-	u32 lkey;
-	int fd;
+	struct ib_mr *ibmr = reg_in(test, fake_pd(test, fw->dev, 1), fd);
+	int ret;
 
-	pd = fake_pd(test, fw->dev, 1);
-	fd = ib_kunit_mock_fd(test, MR_BYTES, 0, &dmabuf);
-	mr = reg_dmabuf_mr(test, pd, fd);
-	lkey = mr->ibmr.lkey;
-	dereg(test, mr);
-	KUNIT_EXPECT_EQ(test, fw->dereg_mrs, 1);
-	KUNIT_EXPECT_EQ(test, fw->dereg_key[0], lkey);
-	KUNIT_EXPECT_EQ(test, fw->stops, 0);
-	KUNIT_EXPECT_EQ(test, fatal_events(fw), 0);
-	/* Not an exporter's revoke: the PD takes new MRs */
-	KUNIT_EXPECT_EQ(test, efa_pd_of(pd)->revoked_mrs, 0);
-	ib_kunit_expect_mock(test, dmabuf, 0, 0, 0);
-
-	KUNIT_ASSERT_EQ(test, ib_kunit_mock_revoke(dmabuf), 0);
-	KUNIT_EXPECT_EQ(test, fw->dereg_mrs, 1);
+	if (IS_ERR(ibmr))
+		return ibmr;
+	ret = kunit_add_action_or_reset(test, dereg_action, ibmr);
+	KUNIT_ASSERT_EQ(test, ret, 0);
+	return ibmr;
 }
+
+static int try_dereg(struct kunit *test, struct ib_mr *ibmr)
+{
+	struct efa_fw *fw = test->priv;
+	int ret = efa_dereg_mr(ibmr, NULL);
+
+	if (!ret) {
+		kunit_remove_action(test, dereg_action, ibmr);
+		fw->mr = NULL;
+	}
+	return ret;
+}
+
+static struct ib_umem *mr_umem(struct ib_mr *ibmr)
+{
+	return container_of(ibmr, struct efa_mr, ibmr)->umem;
+}
+
+static u64 mr_fence_key(struct ib_mr *ibmr)
+{
+	return ibmr->lkey;
+}
+
+/* DEREG_MR completes, fails with ILLEGAL_PARAMETER or times out */
+static void answer_fence(struct kunit *test, enum ib_kunit_fence answer)
+{
+	struct efa_fw *fw = test->priv;
+
+	fw->dereg_status = answer == IB_KUNIT_FENCE_REFUSED ?
+			   EFA_ADMIN_ILLEGAL_PARAMETER : EFA_ADMIN_SUCCESS;
+	fw->dereg_times_out = answer == IB_KUNIT_FENCE_GONE;
+}
+
+static void fail_reg(struct kunit *test)
+{
+	struct efa_fw *fw = test->priv;
+
+	fw->reg_status = EFA_ADMIN_RESOURCE_ALLOCATION_FAILURE;
+}
+
+static const struct ib_kunit_mr_ops efa_mr_ops = {
+	.mr_bytes = MR_BYTES,
+	.try_reg = try_reg,
+	.dereg = try_dereg,
+	.umem = mr_umem,
+	.fence_key = mr_fence_key,
+	.answer_fence = answer_fence,
+	.fail_reg = fail_reg,
+	.reg_fails_errno = -ENOMEM,
+	.dereg_refused_errno = -EINVAL,
+};
 
 static bool admin_running(struct efa_fw *fw)
 {
 	return test_bit(EFA_AQ_STATE_RUNNING_BIT, &fw->dev->edev.aq.state);
-}
-
-/*
- * The revoke's DEREG_MR times out: the device is reset once, before the core
- * unmaps the memory, with nothing stopped behind its back, and the dereg
- * sends no second DEREG_MR.
- */
-static void test_revoke_fence_fails(struct kunit *test)
-{
-	struct efa_fw *fw = test->priv;
-	struct dma_buf *dmabuf;
-	struct efa_mr *mr;
-	int fd;
-
-	fd = ib_kunit_mock_fd(test, MR_BYTES, 0, &dmabuf);
-	mr = reg_dmabuf_mr(test, fake_pd(test, fw->dev, 1), fd);
-	fw->dereg_times_out = true;
-	KUNIT_ASSERT_EQ(test, ib_kunit_mock_revoke(dmabuf), 0);
-	KUNIT_EXPECT_EQ(test, fw->dereg_mrs, 1);
-	KUNIT_EXPECT_EQ(test, fw->resets, 1);
-	KUNIT_EXPECT_TRUE(test, fw->mapped_at_reset);
-	KUNIT_EXPECT_EQ(test, fw->stops, 0);
-	KUNIT_EXPECT_EQ(test, fatal_events(fw), 1);
-	ib_kunit_expect_mock(test, dmabuf, 1, 0, 0);
-
-	dereg(test, mr);
-	KUNIT_EXPECT_EQ(test, fw->dereg_mrs, 1);
-	KUNIT_EXPECT_EQ(test, fw->resets, 1);
-	KUNIT_EXPECT_EQ(test, fatal_events(fw), 1);
-	ib_kunit_expect_mock(test, dmabuf, 0, 0, 0);
-}
-
-/*
- * The device answers the revoke's DEREG_MR with an error and still runs: the
- * exporter takes the memory back all the same, so the device is reset
- * first.
- */
-static void test_revoke_refused_resets(struct kunit *test)
-{
-	struct efa_fw *fw = test->priv;
-	struct dma_buf *dmabuf;
-	struct efa_mr *mr;
-
-	mr = reg_dmabuf_mr(test, fake_pd(test, fw->dev, 1),
-			   ib_kunit_mock_fd(test, MR_BYTES, 0, &dmabuf));
-	fw->dereg_status = EFA_ADMIN_ILLEGAL_PARAMETER;
-	KUNIT_ASSERT_EQ(test, ib_kunit_mock_revoke(dmabuf), 0);
-	KUNIT_EXPECT_EQ(test, fw->dereg_mrs, 1);
-	KUNIT_EXPECT_EQ(test, fw->resets, 1);
-	KUNIT_EXPECT_TRUE(test, fw->mapped_at_reset);
-	KUNIT_EXPECT_EQ(test, fw->stops, 0);
-	KUNIT_EXPECT_EQ(test, fatal_events(fw), 1);
-	dereg(test, mr);
-	KUNIT_EXPECT_EQ(test, fw->dereg_mrs, 1);
-}
-
-/*
- * The dereg's DEREG_MR times out, so the device is gone or may still run
- * it: it is reset while the memory is still mapped, and the MR goes anyway
- * (its callback with it).
- */
-static void test_dereg_fence_fails(struct kunit *test)
-{
-	struct efa_fw *fw = test->priv;
-	struct dma_buf *dmabuf;
-	struct efa_mr *mr;
-	int fd;
-
-	fd = ib_kunit_mock_fd(test, MR_BYTES, 0, &dmabuf);
-	mr = reg_dmabuf_mr(test, fake_pd(test, fw->dev, 1), fd);
-	fw->dereg_times_out = true;
-	dereg(test, mr);
-	KUNIT_EXPECT_EQ(test, fw->dereg_mrs, 1);
-	KUNIT_EXPECT_EQ(test, fw->resets, 1);
-	KUNIT_EXPECT_EQ(test, fw->stops, 0);
-	KUNIT_EXPECT_EQ(test, fatal_events(fw), 1);
-	KUNIT_EXPECT_TRUE(test, fw->mapped_at_reset);
-	ib_kunit_expect_mock(test, dmabuf, 0, 0, 0);
-	KUNIT_ASSERT_EQ(test, ib_kunit_mock_revoke(dmabuf), 0);
-	KUNIT_EXPECT_EQ(test, fw->dereg_mrs, 1);
-}
-
-/*
- * The device answers a user's DEREG_MR with an error and its admin queue
- * still runs: the dereg fails with the status's errno, as for any EFA MR,
- * and nothing is reset or stopped; the MR stays mapped, its callback armed,
- * and the dereg that follows completes it.
- */
-static void test_dereg_refused_keeps_mr(struct kunit *test)
-{
-	struct efa_fw *fw = test->priv;
-	struct dma_buf *dmabuf;
-	struct efa_mr *mr;
-
-	mr = reg_dmabuf_mr(test, fake_pd(test, fw->dev, 1),
-			   ib_kunit_mock_fd(test, MR_BYTES, 0, &dmabuf));
-	fw->dereg_status = EFA_ADMIN_ILLEGAL_PARAMETER;
-	KUNIT_EXPECT_EQ(test, efa_dereg_mr(&mr->ibmr, NULL), -EINVAL);
-	KUNIT_EXPECT_EQ(test, fw->dereg_mrs, 1);
-	KUNIT_EXPECT_TRUE(test, admin_running(fw));
-	KUNIT_EXPECT_EQ(test, fw->resets, 0);
-	KUNIT_EXPECT_EQ(test, fw->stops, 0);
-	KUNIT_EXPECT_EQ(test, fatal_events(fw), 0);
-	ib_kunit_expect_mock(test, dmabuf, 1, 1, 1);
-
-	fw->dereg_status = EFA_ADMIN_SUCCESS;
-	dereg(test, mr);
-	KUNIT_EXPECT_EQ(test, fw->dereg_mrs, 2);
-	KUNIT_EXPECT_EQ(test, fw->resets, 0);
-	ib_kunit_expect_mock(test, dmabuf, 0, 0, 0);
 }
 
 /*
@@ -605,49 +511,16 @@ static void test_reset_once(struct kunit *test)
 	KUNIT_EXPECT_EQ(test, fw->resets, 1);
 }
 
-/* REG_MR fails: the registration fails with its errno, leaving nothing. */
-static void test_reg_fails(struct kunit *test)
-{
-	struct efa_fw *fw = test->priv;
-	struct uverbs_attr_bundle *attrs;
-	struct dma_buf *dmabuf;
-	struct ib_mr *ibmr;
-	int fd;
-
-	attrs = kunit_kzalloc(test, sizeof(*attrs), GFP_KERNEL);
-	KUNIT_ASSERT_NOT_NULL(test, attrs);
-	fd = ib_kunit_mock_fd(test, MR_BYTES, 0, &dmabuf);
-	fw->reg_status = EFA_ADMIN_RESOURCE_ALLOCATION_FAILURE;
-	ibmr = efa_reg_user_mr_dmabuf(fake_pd(test, fw->dev, 1), 0,
-				      MR_BYTES, MR_IOVA, fd, MR_ACCESS,
-				      NULL, attrs);
-	KUNIT_EXPECT_EQ(test, PTR_ERR_OR_ZERO(ibmr), -ENOMEM);
-	KUNIT_EXPECT_EQ(test, fw->reg_mrs, 1);
-	KUNIT_EXPECT_EQ(test, fw->dereg_mrs, 0);
-	KUNIT_EXPECT_EQ(test, atomic64_read(&fw->dev->stats.reg_mr_err), 1);
-	ib_kunit_expect_mock(test, dmabuf, 0, 0, 0);
-	KUNIT_ASSERT_EQ(test, ib_kunit_mock_revoke(dmabuf), 0);
-	KUNIT_EXPECT_EQ(test, fw->dereg_mrs, 0);
-}
-
 /* A dma-buf MR registration that is expected to fail with @err */
 static void reg_dmabuf_mr_fails(struct kunit *test, struct ib_pd *pd,
 				int fd, int err)
 {
-	struct uverbs_attr_bundle *attrs;
-	struct ib_mr *ibmr;
+	struct ib_mr *ibmr = reg_in(test, pd, fd);
 
-	attrs = kunit_kzalloc(test, sizeof(*attrs), GFP_KERNEL);
-	KUNIT_ASSERT_NOT_NULL(test, attrs);
-	ibmr = efa_reg_user_mr_dmabuf(pd, 0, MR_BYTES, MR_IOVA, fd,
-				      MR_ACCESS, NULL, attrs);
 	KUNIT_EXPECT_EQ(test, PTR_ERR_OR_ZERO(ibmr), err);
-	if (!IS_ERR(ibmr)) {
-		/* Not to leave it registered */
-		ibmr->device = pd->device;
-		ibmr->pd = pd;
-		KUNIT_EXPECT_EQ(test, efa_dereg_mr(ibmr, NULL), 0);
-	}
+	/* Not to leave it registered */
+	if (!IS_ERR(ibmr))
+		dereg(test, container_of(ibmr, struct efa_mr, ibmr));
 }
 
 /*
@@ -757,7 +630,7 @@ static void test_revoke_waits_for_reg(struct kunit *test)
 	KUNIT_EXPECT_NE(test, b->ibmr.lkey, fw->stale_key);
 	KUNIT_EXPECT_EQ(test, fw->stale_regs, 0);
 	/* It waited for the REG_MR, the window was reached */
-	KUNIT_EXPECT_EQ(test, ib_kunit_revoker_wait(test, fw->revoker), 0);
+	KUNIT_EXPECT_EQ(test, ib_kunit_revoker_wait(test, fw->fx.revoker), 0);
 	KUNIT_EXPECT_EQ(test, fw->dereg_mrs, 1);
 	KUNIT_EXPECT_EQ(test, fw->dereg_key[0], fw->stale_key);
 	KUNIT_EXPECT_EQ(test, fw->stops, 0);
@@ -772,36 +645,6 @@ static void test_revoke_waits_for_reg(struct kunit *test)
 	KUNIT_EXPECT_EQ(test, efa_pd_of(pd)->revoked_mrs, 0);
 	ib_kunit_expect_mock(test, a_buf, 0, 0, 0);
 	ib_kunit_expect_mock(test, b_buf, 0, 0, 0);
-}
-
-/*
- * The exporter revokes while dereg's DEREG_MR is in flight (forced: the
- * revoke starts from the DEREG_MR and is seen waiting for the reservation
- * lock dereg holds). Exactly one DEREG_MR goes out, and no stop.
- */
-static void test_dereg_races_revoke(struct kunit *test)
-{
-	struct efa_fw *fw = test->priv;
-	struct dma_buf *dmabuf;
-	struct efa_mr *mr;
-	struct ib_pd *pd;
-	u32 lkey;
-	int fd;
-
-	pd = fake_pd(test, fw->dev, 1);
-	fd = ib_kunit_mock_fd(test, MR_BYTES, 0, &dmabuf);
-	mr = reg_dmabuf_mr(test, pd, fd);
-	lkey = mr->ibmr.lkey;
-	fw->race_revoke = dmabuf;
-	dereg(test, mr);
-	KUNIT_EXPECT_EQ(test, ib_kunit_revoker_wait(test, fw->revoker), 0);
-	KUNIT_EXPECT_EQ(test, fw->dereg_mrs, 1);
-	KUNIT_EXPECT_EQ(test, fw->dereg_key[0], lkey);
-	KUNIT_EXPECT_EQ(test, fw->stops, 0);
-	KUNIT_EXPECT_EQ(test, fatal_events(fw), 0);
-	/* Not an exporter's revoke: the PD takes new MRs */
-	KUNIT_EXPECT_EQ(test, efa_pd_of(pd)->revoked_mrs, 0);
-	ib_kunit_expect_mock(test, dmabuf, 0, 0, 0);
 }
 
 /*
@@ -821,11 +664,12 @@ static void test_dereg_runs_callback(struct kunit *test)
 	pd = fake_pd(test, fw->dev, 1);
 	mr = reg_dmabuf_mr(test, pd,
 			   ib_kunit_mock_fd(test, MR_BYTES, 0, &dmabuf));
-	ib_kunit_watch_revoke(test, mr->umem, &fw->watch);
-	fw->race_revoke = dmabuf;
+	ib_kunit_watch_revoke(test, mr->umem, &fw->fx.watch);
+	fw->fx.race_revoke = dmabuf;
 	dereg(test, mr);
-	KUNIT_EXPECT_EQ(test, ib_kunit_revoker_wait(test, fw->revoker), 0);
-	KUNIT_EXPECT_EQ(test, fw->watch.calls + fw->watch.calls_elsewhere, 1);
+	KUNIT_EXPECT_EQ(test, ib_kunit_revoker_wait(test, fw->fx.revoker), 0);
+	KUNIT_EXPECT_EQ(test, fw->fx.watch.calls +
+			fw->fx.watch.calls_elsewhere, 1);
 	KUNIT_EXPECT_EQ(test, fw->dereg_mrs, 1);
 	KUNIT_EXPECT_EQ(test, efa_pd_of(pd)->revoked_mrs, 0);
 	KUNIT_EXPECT_EQ(test, fw->resets, 0);
@@ -834,20 +678,19 @@ static void test_dereg_runs_callback(struct kunit *test)
 }
 
 static struct kunit_case efa_dmabuf_mr_cases[] = {
-	KUNIT_CASE(test_dereg_races_revoke),
+	IB_KUNIT_MR_CASE(dereg_races_revoke),
 	KUNIT_CASE(test_dereg_runs_callback),
-	KUNIT_CASE(test_revoke_then_dereg),
-	KUNIT_CASE(test_dereg_disarms),
-	KUNIT_CASE(test_revoke_fence_fails),
-	KUNIT_CASE(test_revoke_refused_resets),
-	KUNIT_CASE(test_dereg_fence_fails),
-	KUNIT_CASE(test_dereg_refused_keeps_mr),
+	IB_KUNIT_MR_CASE(revoke_then_dereg),
+	IB_KUNIT_MR_CASE(dereg_disarms),
+	IB_KUNIT_MR_CASE_UNFENCED(revoke_fence_fails),
+	IB_KUNIT_MR_CASE(dereg_fence_fails),
+	IB_KUNIT_MR_CASE(dereg_refused_keeps_mr),
 	KUNIT_CASE(test_reset_fails_stops_dma),
 	KUNIT_CASE(test_fence_enomem_retried),
 	KUNIT_CASE(test_fence_busy_retried),
 	KUNIT_CASE(test_fence_enomem_bounded),
 	KUNIT_CASE(test_reset_once),
-	KUNIT_CASE(test_reg_fails),
+	IB_KUNIT_MR_CASE(reg_fails),
 	KUNIT_CASE(test_reg_refused_on_revoked_pd),
 	KUNIT_CASE(test_no_stale_key_in_pd),
 	KUNIT_CASE(test_revoke_waits_for_reg),

@@ -13,6 +13,11 @@
  * mapped for the device at that moment; the rest of ionic_kill_rdma_admin()
  * runs as it is, on one admin queue and no QPs or CQs. The
  * IB_EVENT_DEVICE_FATAL events the device raises are counted.
+ *
+ * The scenarios every driver shares are ib_kunit_mr's, run on ionic through
+ * the ops table below; the RDMA LIF reset is what they count as the last
+ * resort. The stubbed queue has no timeout: a device that does not answer
+ * is an error CQE at the revoke.
  */
 
 #include <kunit/static_stub.h>
@@ -20,6 +25,7 @@
 #include <linux/dma-buf.h>
 #include <linux/slab.h>
 #include <rdma/ib_kunit_helpers.h>
+#include <rdma/ib_kunit_mr.h>
 #include <rdma/ib_umem.h>
 #include <rdma/uverbs_ioctl.h>
 
@@ -28,6 +34,7 @@
 
 /* What the stubbed admin queue saw and is to answer */
 struct ionic_fw {
+	struct ib_kunit_mr_fixture fx;	/* first: the scenarios' */
 	struct ionic_ibdev *dev;
 	struct ionic_aq aq;		/* the device's one admin queue */
 	struct ionic_aq *aq_vec[1];
@@ -41,12 +48,6 @@ struct ionic_fw {
 	bool destroy_mr_err;
 	unsigned int resets;		/* ionic_rdma_reset_devcmd() calls */
 	bool mapped_at_reset;
-	int dereg_ret;
-	/* At the next DESTROY_MR, revoke this buffer from another thread */
-	struct dma_buf *race_revoke;
-	struct ib_kunit_revoker *revoker;
-	struct ib_kunit_revoke_watch watch;	/* the MR's revoke callback */
-	struct ib_kunit_events *events;
 };
 
 static bool mr_mapped(struct ionic_fw *fw)
@@ -83,13 +84,8 @@ static void fake_admin_post(struct ionic_ibdev *dev, struct ionic_admin_wr *wr)
 			fw->destroyed[fw->destroy_mrs] =
 				le32_to_cpu(wr->wqe.cmd.destroy_mr.mr_id);
 		fw->destroy_mrs++;
-		/* Once: the revoke's own DESTROY_MR, if any, starts nothing */
-		if (fw->race_revoke) {
-			struct dma_buf *dmabuf = fw->race_revoke;
-
-			fw->race_revoke = NULL;
-			fw->revoker = ib_kunit_revoke_behind(test, dmabuf);
-		}
+		ib_kunit_mr_fence_seen(test,
+				       le32_to_cpu(wr->wqe.cmd.destroy_mr.mr_id));
 		err = fw->destroy_mr_err;
 		break;
 	default:
@@ -112,6 +108,7 @@ static int fake_reset_devcmd(struct ionic_ibdev *dev)
 
 	KUNIT_EXPECT_PTR_EQ(test, dev, fw->dev);
 	fw->resets++;
+	ib_kunit_mr_last_resort_seen(test);
 	/* The core unmaps after the revoke callback returns */
 	fw->mapped_at_reset = mr_mapped(fw);
 	return 0;
@@ -119,7 +116,7 @@ static int fake_reset_devcmd(struct ionic_ibdev *dev)
 
 static int fatal_events(struct ionic_fw *fw)
 {
-	return ib_kunit_events_seen(fw->events, IB_EVENT_DEVICE_FATAL);
+	return ib_kunit_events_seen(fw->fx.events, IB_EVENT_DEVICE_FATAL);
 }
 
 static void destroy_mrids(void *data)
@@ -142,6 +139,8 @@ static bool mrid_in_use(struct ionic_ibdev *dev, u32 mrid)
 	return false;
 }
 
+static const struct ib_kunit_mr_ops ionic_mr_ops;
+
 static int ionic_fw_init(struct kunit *test)
 {
 	struct ionic_ibdev *dev;
@@ -150,7 +149,6 @@ static int ionic_fw_init(struct kunit *test)
 	fw = kunit_kzalloc(test, sizeof(*fw), GFP_KERNEL);
 	KUNIT_ASSERT_NOT_NULL(test, fw);
 	test->priv = fw;
-	ib_kunit_expect_no_mock_leaks(test);
 
 	/* Never probed: what ionic_create_ibdev() sets up for MRs */
 	dev = container_of(ib_kunit_alloc_device(test, sizeof(*dev),
@@ -178,7 +176,7 @@ static int ionic_fw_init(struct kunit *test)
 	dev->lif_cfg.aq_count = 1;
 
 	fw->dev = dev;
-	fw->events = ib_kunit_watch_events(test, &dev->ibdev);
+	ib_kunit_mr_init(test, &fw->fx, &ionic_mr_ops, &dev->ibdev);
 	kunit_activate_static_stub(test, ionic_admin_post, fake_admin_post);
 	kunit_activate_static_stub(test, ionic_rdma_reset_devcmd,
 				   fake_reset_devcmd);
@@ -204,166 +202,104 @@ static struct ib_pd *fake_pd(struct kunit *test, struct ionic_fw *fw)
 static void dereg_action(void *data)
 {
 	struct ionic_mr *mr = data;
-	struct kunit *test = kunit_get_current_test();
-	struct ionic_fw *fw = test->priv;
 
-	fw->dereg_ret = ionic_dereg_mr(&mr->ibmr, NULL);
+	KUNIT_EXPECT_EQ(kunit_get_current_test(),
+			ionic_dereg_mr(&mr->ibmr, NULL), 0);
 }
 
-static struct ionic_mr *reg_dmabuf_mr(struct kunit *test, struct ib_pd *pd,
-				      int fd)
+static struct ib_mr *try_reg(struct kunit *test, int fd)
 {
 	struct ionic_fw *fw = test->priv;
 	struct uverbs_attr_bundle *attrs;
-	struct ionic_mr *mr;
+	struct ib_pd *pd = fake_pd(test, fw);
 	struct ib_mr *ibmr;
 
 	attrs = kunit_kzalloc(test, sizeof(*attrs), GFP_KERNEL);
 	KUNIT_ASSERT_NOT_NULL(test, attrs);
 	ibmr = ionic_reg_user_mr_dmabuf(pd, 0, MR_BYTES, MR_IOVA, fd,
 					MR_ACCESS, NULL, attrs);
-	KUNIT_ASSERT_FALSE_MSG(test, IS_ERR(ibmr), "reg: %pe", ibmr);
+	if (IS_ERR(ibmr))
+		return ibmr;
 	ibmr->pd = pd;
-	mr = container_of(ibmr, struct ionic_mr, ibmr);
+	fw->mr = container_of(ibmr, struct ionic_mr, ibmr);
 	KUNIT_ASSERT_EQ(test, kunit_add_action_or_reset(test, dereg_action,
-							mr), 0);
-	fw->mr = mr;
-	return mr;
+							fw->mr), 0);
+	return ibmr;
 }
 
-/* Runs ionic_dereg_mr(); its result is in fw->dereg_ret */
+static struct ionic_mr *reg_dmabuf_mr(struct kunit *test, int fd)
+{
+	struct ib_mr *ibmr = try_reg(test, fd);
+
+	KUNIT_ASSERT_FALSE_MSG(test, IS_ERR(ibmr), "reg: %pe", ibmr);
+	return container_of(ibmr, struct ionic_mr, ibmr);
+}
+
+/* ionic_dereg_mr(), which may fail: the MR then stays for the end */
+static int try_dereg(struct kunit *test, struct ib_mr *ibmr)
+{
+	struct ionic_mr *mr = container_of(ibmr, struct ionic_mr, ibmr);
+	struct ionic_fw *fw = test->priv;
+	int ret = ionic_dereg_mr(ibmr, NULL);
+
+	if (!ret) {
+		kunit_remove_action(test, dereg_action, mr);
+		if (fw->mr == mr)
+			fw->mr = NULL;
+	}
+	return ret;
+}
+
+/* ionic_dereg_mr(), which must succeed */
 static void dereg(struct kunit *test, struct ionic_mr *mr)
 {
-	struct ionic_fw *fw = test->priv;
-
-	fw->dereg_ret = -EINPROGRESS;
-	kunit_release_action(test, dereg_action, mr);
-	if (fw->mr == mr)
-		fw->mr = NULL;
+	KUNIT_EXPECT_EQ(test, try_dereg(test, &mr->ibmr), 0);
 }
 
-/*
- * The exporter's revoke sends one DESTROY_MR, for the MR's mrid, and keeps
- * the mrid allocated; the dereg after it sends none and frees the mrid.
- */
-static void test_revoke_then_dereg(struct kunit *test)
+static struct ib_umem *mr_umem(struct ib_mr *ibmr)
+{
+	return container_of(ibmr, struct ionic_mr, ibmr)->umem;
+}
+
+static u64 mr_fence_key(struct ib_mr *ibmr)
+{
+	return container_of(ibmr, struct ionic_mr, ibmr)->mrid;
+}
+
+/* A CQE error for DESTROY_MR: refused, or at the revoke, never done */
+static void answer_fence(struct kunit *test, enum ib_kunit_fence answer)
 {
 	struct ionic_fw *fw = test->priv;
-	struct dma_buf *dmabuf;
-	struct ionic_mr *mr;
-	u32 mrid;
 
-	mr = reg_dmabuf_mr(test, fake_pd(test, fw),
-			   ib_kunit_mock_fd(test, MR_BYTES, 0, &dmabuf));
-	mrid = mr->mrid;
-	KUNIT_EXPECT_EQ(test, mr->ibmr.lkey, mrid);
-	KUNIT_EXPECT_EQ(test, fw->create_mrs, 1);
-	KUNIT_EXPECT_EQ(test, fw->created[0], mrid);
-	ib_kunit_expect_mock(test, dmabuf, 1, 1, 1);
-
-	KUNIT_ASSERT_EQ(test, ib_kunit_mock_revoke(dmabuf), 0);
-	KUNIT_EXPECT_EQ(test, fw->destroy_mrs, 1);
-	KUNIT_EXPECT_EQ(test, fw->destroyed[0], mrid);
-	KUNIT_EXPECT_EQ(test, fw->resets, 0);
-	KUNIT_EXPECT_TRUE(test, mrid_in_use(fw->dev, mrid));
-	ib_kunit_expect_mock(test, dmabuf, 1, 0, 0);
-
-	dereg(test, mr);
-	KUNIT_EXPECT_EQ(test, fw->dereg_ret, 0);
-	KUNIT_EXPECT_EQ(test, fw->destroy_mrs, 1);
-	KUNIT_EXPECT_FALSE(test, mrid_in_use(fw->dev, mrid));
-	KUNIT_EXPECT_EQ(test, fatal_events(fw), 0);
-	ib_kunit_expect_mock(test, dmabuf, 0, 0, 0);
+	fw->destroy_mr_err = answer != IB_KUNIT_FENCE_DONE;
 }
 
-/* A dereg sends one DESTROY_MR and leaves no callback armed. */
-static void test_dereg_disarms(struct kunit *test)
+static void fail_reg(struct kunit *test)
 {
 	struct ionic_fw *fw = test->priv;
-	struct dma_buf *dmabuf;
-	struct ionic_mr *mr;
-	u32 mrid;
 
-	mr = reg_dmabuf_mr(test, fake_pd(test, fw),
-			   ib_kunit_mock_fd(test, MR_BYTES, 0, &dmabuf));
-	mrid = mr->mrid;
-	dereg(test, mr);
-	KUNIT_EXPECT_EQ(test, fw->dereg_ret, 0);
-	KUNIT_EXPECT_EQ(test, fw->destroy_mrs, 1);
-	KUNIT_EXPECT_EQ(test, fw->destroyed[0], mrid);
-	KUNIT_EXPECT_FALSE(test, mrid_in_use(fw->dev, mrid));
-	ib_kunit_expect_mock(test, dmabuf, 0, 0, 0);
-	KUNIT_ASSERT_EQ(test, ib_kunit_mock_revoke(dmabuf), 0);
-	KUNIT_EXPECT_EQ(test, fw->destroy_mrs, 1);
-	KUNIT_EXPECT_EQ(test, fw->resets, 0);
+	fw->create_mr_err = true;
 }
 
-/*
- * The revoke's DESTROY_MR fails: the RDMA LIF is reset before the core
- * unmaps, the admin queue is killed, IB_EVENT_DEVICE_FATAL raised; the
- * dereg's DESTROY_MR then completes locally, and the dereg succeeds.
- */
-static void test_revoke_fence_fails(struct kunit *test)
+static bool key_in_use(struct kunit *test, u64 key)
 {
 	struct ionic_fw *fw = test->priv;
-	struct dma_buf *dmabuf;
-	struct ionic_mr *mr;
-	u32 mrid;
 
-	mr = reg_dmabuf_mr(test, fake_pd(test, fw),
-			   ib_kunit_mock_fd(test, MR_BYTES, 0, &dmabuf));
-	mrid = mr->mrid;
-	fw->destroy_mr_err = true;
-	KUNIT_ASSERT_EQ(test, ib_kunit_mock_revoke(dmabuf), 0);
-	KUNIT_EXPECT_EQ(test, fw->destroy_mrs, 1);
-	KUNIT_EXPECT_EQ(test, fw->resets, 1);
-	KUNIT_EXPECT_TRUE(test, fw->mapped_at_reset);
-	KUNIT_EXPECT_EQ(test, atomic_read(&fw->aq.admin_state),
-			IONIC_ADMIN_KILLED);
-	KUNIT_EXPECT_EQ(test, fatal_events(fw), 1);
-	KUNIT_EXPECT_TRUE(test, mrid_in_use(fw->dev, mrid));
-	ib_kunit_expect_mock(test, dmabuf, 1, 0, 0);
-
-	dereg(test, mr);
-	KUNIT_EXPECT_EQ(test, fw->dereg_ret, 0);
-	KUNIT_EXPECT_EQ(test, fw->destroy_mrs, 1);
-	KUNIT_EXPECT_EQ(test, fw->killed_cmds, 1);
-	KUNIT_EXPECT_EQ(test, fw->resets, 1);
-	KUNIT_EXPECT_FALSE(test, mrid_in_use(fw->dev, mrid));
-	ib_kunit_expect_mock(test, dmabuf, 0, 0, 0);
+	return mrid_in_use(fw->dev, key);
 }
 
-/*
- * The device answers a user's DESTROY_MR with an error: the dereg fails
- * with -EINVAL, as for any MR, resets nothing and raises nothing; the MR
- * stays mapped, its mrid in use, and the dereg that follows completes it.
- */
-static void test_dereg_refused_keeps_mr(struct kunit *test)
-{
-	struct ionic_fw *fw = test->priv;
-	struct dma_buf *dmabuf;
-	struct ionic_mr *mr;
-	u32 mrid;
-
-	mr = reg_dmabuf_mr(test, fake_pd(test, fw),
-			   ib_kunit_mock_fd(test, MR_BYTES, 0, &dmabuf));
-	mrid = mr->mrid;
-	fw->destroy_mr_err = true;
-	KUNIT_EXPECT_EQ(test, ionic_dereg_mr(&mr->ibmr, NULL), -EINVAL);
-	KUNIT_EXPECT_EQ(test, fw->destroy_mrs, 1);
-	KUNIT_EXPECT_EQ(test, fw->resets, 0);
-	KUNIT_EXPECT_EQ(test, fatal_events(fw), 0);
-	KUNIT_EXPECT_TRUE(test, mrid_in_use(fw->dev, mrid));
-	ib_kunit_expect_mock(test, dmabuf, 1, 1, 1);
-
-	fw->destroy_mr_err = false;
-	dereg(test, mr);
-	KUNIT_EXPECT_EQ(test, fw->dereg_ret, 0);
-	KUNIT_EXPECT_EQ(test, fw->destroy_mrs, 2);
-	KUNIT_EXPECT_EQ(test, fw->resets, 0);
-	KUNIT_EXPECT_FALSE(test, mrid_in_use(fw->dev, mrid));
-	ib_kunit_expect_mock(test, dmabuf, 0, 0, 0);
-}
+static const struct ib_kunit_mr_ops ionic_mr_ops = {
+	.mr_bytes = MR_BYTES,
+	.try_reg = try_reg,
+	.dereg = try_dereg,
+	.umem = mr_umem,
+	.fence_key = mr_fence_key,
+	.answer_fence = answer_fence,
+	.fail_reg = fail_reg,
+	.key_in_use = key_in_use,
+	.reg_fails_errno = -EINVAL,
+	.dereg_refused_errno = -EINVAL,
+};
 
 /*
  * A device whose admin queue has no DESTROY_MR could not fence an MR: the
@@ -373,18 +309,12 @@ static void test_dereg_refused_keeps_mr(struct kunit *test)
 static void test_reg_refused_without_destroy(struct kunit *test)
 {
 	struct ionic_fw *fw = test->priv;
-	struct uverbs_attr_bundle *attrs;
 	struct dma_buf *dmabuf;
-	struct ib_mr *ibmr;
 	int fd;
 
-	attrs = kunit_kzalloc(test, sizeof(*attrs), GFP_KERNEL);
-	KUNIT_ASSERT_NOT_NULL(test, attrs);
 	fd = ib_kunit_mock_fd(test, MR_BYTES, 0, &dmabuf);
 	fw->dev->lif_cfg.admin_opcodes = IONIC_V1_ADMIN_DESTROY_MR;
-	ibmr = ionic_reg_user_mr_dmabuf(fake_pd(test, fw), 0, MR_BYTES,
-					MR_IOVA, fd, MR_ACCESS, NULL, attrs);
-	KUNIT_EXPECT_EQ(test, PTR_ERR_OR_ZERO(ibmr), -EOPNOTSUPP);
+	KUNIT_EXPECT_EQ(test, PTR_ERR_OR_ZERO(try_reg(test, fd)), -EOPNOTSUPP);
 	KUNIT_EXPECT_EQ(test, fw->create_mrs, 0);
 	ib_kunit_expect_mock(test, dmabuf, 0, 0, 0);
 }
@@ -400,8 +330,7 @@ static void test_revoke_after_reset(struct kunit *test)
 	struct dma_buf *dmabuf;
 	struct ionic_mr *mr;
 
-	mr = reg_dmabuf_mr(test, fake_pd(test, fw),
-			   ib_kunit_mock_fd(test, MR_BYTES, 0, &dmabuf));
+	mr = reg_dmabuf_mr(test, ib_kunit_mock_fd(test, MR_BYTES, 0, &dmabuf));
 	ionic_kill_rdma_admin(fw->dev, false);
 	KUNIT_EXPECT_EQ(test, fw->resets, 1);
 	KUNIT_ASSERT_EQ(test, ib_kunit_mock_revoke(dmabuf), 0);
@@ -411,75 +340,19 @@ static void test_revoke_after_reset(struct kunit *test)
 	KUNIT_EXPECT_EQ(test, fatal_events(fw), 0);
 	ib_kunit_expect_mock(test, dmabuf, 1, 0, 0);
 	dereg(test, mr);
-	KUNIT_EXPECT_EQ(test, fw->dereg_ret, 0);
 	KUNIT_EXPECT_EQ(test, fw->killed_cmds, 1);
 	ib_kunit_expect_mock(test, dmabuf, 0, 0, 0);
 }
 
-/* CREATE_MR fails: the error comes back, the mrid is freed, nothing stays */
-static void test_reg_fails(struct kunit *test)
-{
-	struct ionic_fw *fw = test->priv;
-	struct uverbs_attr_bundle *attrs;
-	struct dma_buf *dmabuf;
-	struct ib_mr *ibmr;
-	int fd;
-
-	attrs = kunit_kzalloc(test, sizeof(*attrs), GFP_KERNEL);
-	KUNIT_ASSERT_NOT_NULL(test, attrs);
-	fd = ib_kunit_mock_fd(test, MR_BYTES, 0, &dmabuf);
-	fw->create_mr_err = true;
-	ibmr = ionic_reg_user_mr_dmabuf(fake_pd(test, fw), 0, MR_BYTES,
-					MR_IOVA, fd, MR_ACCESS, NULL, attrs);
-	KUNIT_EXPECT_EQ(test, PTR_ERR_OR_ZERO(ibmr), -EINVAL);
-	KUNIT_EXPECT_EQ(test, fw->create_mrs, 1);
-	KUNIT_EXPECT_FALSE(test, mrid_in_use(fw->dev, fw->created[0]));
-	ib_kunit_expect_mock(test, dmabuf, 0, 0, 0);
-	KUNIT_ASSERT_EQ(test, ib_kunit_mock_revoke(dmabuf), 0);
-	KUNIT_EXPECT_EQ(test, fw->destroy_mrs, 0);
-	KUNIT_EXPECT_EQ(test, fw->resets, 0);
-}
-
-/*
- * The exporter revokes while dereg's DESTROY_MR is in flight (forced: the
- * revoke starts from the DESTROY_MR and is seen waiting for the reservation
- * lock dereg holds, then takes it as soon as dereg drops it). One
- * DESTROY_MR goes out, no reset, and the dereg ran the revoke callback
- * itself, not the exporter's revoke.
- */
-static void test_dereg_races_revoke(struct kunit *test)
-{
-	struct ionic_fw *fw = test->priv;
-	struct dma_buf *dmabuf;
-	struct ionic_mr *mr;
-	u32 mrid;
-
-	mr = reg_dmabuf_mr(test, fake_pd(test, fw),
-			   ib_kunit_mock_fd(test, MR_BYTES, 0, &dmabuf));
-	mrid = mr->mrid;
-	ib_kunit_watch_revoke(test, mr->umem, &fw->watch);
-	fw->race_revoke = dmabuf;
-	dereg(test, mr);
-	KUNIT_EXPECT_EQ(test, ib_kunit_revoker_wait(test, fw->revoker), 0);
-	KUNIT_EXPECT_EQ(test, fw->dereg_ret, 0);
-	KUNIT_EXPECT_EQ(test, fw->destroy_mrs, 1);
-	KUNIT_EXPECT_EQ(test, fw->destroyed[0], mrid);
-	KUNIT_EXPECT_EQ(test, fw->resets, 0);
-	KUNIT_EXPECT_EQ(test, fatal_events(fw), 0);
-	KUNIT_EXPECT_EQ(test, fw->watch.calls + fw->watch.calls_elsewhere, 1);
-	KUNIT_EXPECT_FALSE(test, mrid_in_use(fw->dev, mrid));
-	ib_kunit_expect_mock(test, dmabuf, 0, 0, 0);
-}
-
 static struct kunit_case ionic_dmabuf_mr_cases[] = {
-	KUNIT_CASE(test_dereg_races_revoke),
-	KUNIT_CASE(test_revoke_then_dereg),
-	KUNIT_CASE(test_dereg_disarms),
-	KUNIT_CASE(test_revoke_fence_fails),
-	KUNIT_CASE(test_dereg_refused_keeps_mr),
+	IB_KUNIT_MR_CASE(dereg_races_revoke),
+	IB_KUNIT_MR_CASE(revoke_then_dereg),
+	IB_KUNIT_MR_CASE(dereg_disarms),
+	IB_KUNIT_MR_CASE_UNFENCED(revoke_fence_fails),
+	IB_KUNIT_MR_CASE(dereg_refused_keeps_mr),
 	KUNIT_CASE(test_reg_refused_without_destroy),
 	KUNIT_CASE(test_revoke_after_reset),
-	KUNIT_CASE(test_reg_fails),
+	IB_KUNIT_MR_CASE(reg_fails),
 	{}
 };
 

@@ -10,6 +10,11 @@
  * request. The PCI half of the last
  * resort, mana_ib_pci_stop_dma(), is stubbed too: the stub records whether
  * the MR's memory was still mapped when it ran.
+ *
+ * The scenarios every driver shares are ib_kunit_mr's, run on mana_ib
+ * through the ops table below, with the stop as the last resort. mana frees
+ * a key at the device with DESTROY_MR and keeps it from new MRs and MWs by
+ * refusing the PD's creations instead: the PD cases here.
  */
 
 #include <kunit/static_stub.h>
@@ -17,6 +22,7 @@
 #include <linux/dma-buf.h>
 #include <linux/slab.h>
 #include <rdma/ib_kunit_helpers.h>
+#include <rdma/ib_kunit_mr.h>
 #include <rdma/ib_umem.h>
 
 #include "mana_ib.h"
@@ -24,6 +30,7 @@
 
 /* What the stubbed HW channel saw and is to answer */
 struct mana_fw {
+	struct ib_kunit_mr_fixture fx;	/* first: the scenarios' */
 	struct mana_ib_dev *dev;
 	struct mana_ib_mr *mr;		/* the case's MR, for the stop stub */
 	unsigned int create_regions;
@@ -71,11 +78,6 @@ struct mana_fw {
 	unsigned int stale_creates;
 	unsigned int stops;		/* mana_ib_pci_stop_dma() calls */
 	bool mapped_at_stop;
-	/* At the next DESTROY_MR, revoke this buffer from another thread */
-	struct dma_buf *race_revoke;
-	struct ib_kunit_revoker *revoker;
-	struct ib_kunit_revoke_watch watch;	/* the MR's revoke callback */
-	struct ib_kunit_events *events;
 };
 
 #define FAKE_PD_HANDLE 0x99
@@ -133,7 +135,7 @@ static int fake_answer(struct gdma_context *gc, u32 req_len, const void *req,
 
 			fw->revoke_in_create = NULL;
 			/* Returns when the revoke waits for the PD's rwsem */
-			fw->revoker =
+			fw->fx.revoker =
 				ib_kunit_revoke_blocked_on(test, buf, sem);
 		}
 		/* As an allocator may: the key freed last goes out first */
@@ -163,13 +165,7 @@ static int fake_answer(struct gdma_context *gc, u32 req_len, const void *req,
 		if (fw->destroy_mrs < ARRAY_SIZE(fw->destroyed))
 			fw->destroyed[fw->destroy_mrs] = r->mr_handle;
 		fw->destroy_mrs++;
-		/* Once: the revoke's own DESTROY_MR, if any, starts nothing */
-		if (fw->race_revoke) {
-			struct dma_buf *dmabuf = fw->race_revoke;
-
-			fw->race_revoke = NULL;
-			fw->revoker = ib_kunit_revoke_behind(test, dmabuf);
-		}
+		ib_kunit_mr_fence_seen(test, r->mr_handle);
 		if (!fw->destroy_mr_err) {
 			unsigned int i;
 
@@ -216,6 +212,7 @@ static void fake_pci_stop_dma(struct mana_ib_dev *dev)
 
 	KUNIT_EXPECT_PTR_EQ(test, dev, fw->dev);
 	fw->stops++;
+	ib_kunit_mr_last_resort_seen(test);
 	/* The core unmaps after the callback returns */
 	fw->mapped_at_stop = fw->mr && fw->mr->umem &&
 			     to_ib_umem_dmabuf(fw->mr->umem)->sgt;
@@ -224,8 +221,10 @@ static void fake_pci_stop_dma(struct mana_ib_dev *dev)
 /* The IB_EVENT_DEVICE_FATAL events the device raised so far */
 static int fatal_events(struct mana_fw *fw)
 {
-	return ib_kunit_events_seen(fw->events, IB_EVENT_DEVICE_FATAL);
+	return ib_kunit_events_seen(fw->fx.events, IB_EVENT_DEVICE_FATAL);
 }
+
+static const struct ib_kunit_mr_ops mana_mr_ops;
 
 static int mana_fw_init(struct kunit *test)
 {
@@ -239,7 +238,6 @@ static int mana_fw_init(struct kunit *test)
 	KUNIT_ASSERT_NOT_NULL(test, fw);
 	fw->next_key = 0x100;
 	test->priv = fw;
-	ib_kunit_expect_no_mock_leaks(test);
 
 	/* Never probed: what mana_ib_probe() sets up for MRs and MWs */
 	dev = container_of(ib_kunit_alloc_device(test, sizeof(*dev),
@@ -260,7 +258,7 @@ static int mana_fw_init(struct kunit *test)
 	dev->gdma_dev = gd;
 	dev->adapter_caps.page_size_cap = PAGE_SIZE;
 	fw->dev = dev;
-	fw->events = ib_kunit_watch_events(test, &dev->ib_dev);
+	ib_kunit_mr_init(test, &fw->fx, &mana_mr_ops, &dev->ib_dev);
 
 	kunit_activate_static_stub(test, mana_gd_send_request,
 				   fake_send_request);
@@ -307,25 +305,36 @@ static void dereg_action(void *data)
 	mana_ib_dereg_mr(&mr->ibmr, NULL);
 }
 
-static struct mana_ib_mr *reg_dmabuf_mr(struct kunit *test, struct ib_pd *pd,
-					int fd)
+/*
+ * A dma-buf MR in @pd, deregistered at the end of the case unless it was,
+ * or the registration's error
+ */
+static struct ib_mr *reg_in(struct kunit *test, struct ib_pd *pd, int fd)
 {
 	struct mana_fw *fw = test->priv;
 	struct uverbs_attr_bundle *attrs;
-	struct mana_ib_mr *mr;
 	struct ib_mr *ibmr;
 
 	attrs = kunit_kzalloc(test, sizeof(*attrs), GFP_KERNEL);
 	KUNIT_ASSERT_NOT_NULL(test, attrs);
 	ibmr = mana_ib_reg_user_mr_dmabuf(pd, 0, MR_BYTES, MR_IOVA, fd,
 					  MR_ACCESS, NULL, attrs);
-	KUNIT_ASSERT_FALSE_MSG(test, IS_ERR(ibmr), "reg: %pe", ibmr);
+	if (IS_ERR(ibmr))
+		return ibmr;
 	ibmr->pd = pd;
-	mr = container_of(ibmr, struct mana_ib_mr, ibmr);
+	fw->mr = container_of(ibmr, struct mana_ib_mr, ibmr);
 	KUNIT_ASSERT_EQ(test, kunit_add_action_or_reset(test, dereg_action,
-							mr), 0);
-	fw->mr = mr;
-	return mr;
+							fw->mr), 0);
+	return ibmr;
+}
+
+static struct mana_ib_mr *reg_dmabuf_mr(struct kunit *test, struct ib_pd *pd,
+					int fd)
+{
+	struct ib_mr *ibmr = reg_in(test, pd, fd);
+
+	KUNIT_ASSERT_FALSE_MSG(test, IS_ERR(ibmr), "reg: %pe", ibmr);
+	return container_of(ibmr, struct mana_ib_mr, ibmr);
 }
 
 static void dereg(struct kunit *test, struct mana_ib_mr *mr)
@@ -338,127 +347,64 @@ static void dereg(struct kunit *test, struct mana_ib_mr *mr)
 		fw->mr = NULL;
 }
 
-/*
- * The exporter's revoke sends one DESTROY_MR, for the MR's handle, and counts
- * the MR in its PD; the dereg after it sends none and uncounts it.
- */
-static void test_revoke_then_dereg(struct kunit *test)
+static struct ib_mr *try_reg(struct kunit *test, int fd)
 {
-	struct mana_fw *fw = test->priv;
-	struct dma_buf *dmabuf;
-	struct ib_pd *pd = fake_pd(test, fw);
-	struct mana_ib_mr *mr;
-	u64 handle;
-
-	mr = reg_dmabuf_mr(test, pd,
-			   ib_kunit_mock_fd(test, MR_BYTES, 0, &dmabuf));
-	handle = mr->mr_handle;
-	KUNIT_EXPECT_EQ(test, fw->create_regions, 1);
-	KUNIT_EXPECT_EQ(test, fw->create_mrs, 1);
-	ib_kunit_expect_mock(test, dmabuf, 1, 1, 1);
-
-	KUNIT_ASSERT_EQ(test, ib_kunit_mock_revoke(dmabuf), 0);
-	KUNIT_EXPECT_EQ(test, fw->destroy_mrs, 1);
-	KUNIT_EXPECT_EQ(test, fw->destroyed[0], handle);
-	KUNIT_EXPECT_EQ(test, fw->stops, 0);
-	KUNIT_EXPECT_EQ(test, mana_pd_of(pd)->revoked_mrs, 1);
-	ib_kunit_expect_mock(test, dmabuf, 1, 0, 0);
-
-	dereg(test, mr);
-	KUNIT_EXPECT_EQ(test, fw->destroy_mrs, 1);
-	KUNIT_EXPECT_EQ(test, mana_pd_of(pd)->revoked_mrs, 0);
-	KUNIT_EXPECT_EQ(test, fatal_events(fw), 0);
-	ib_kunit_expect_mock(test, dmabuf, 0, 0, 0);
+	return reg_in(test, fake_pd(test, test->priv), fd);
 }
 
-/* A dereg sends one DESTROY_MR and leaves no callback armed. */
-static void test_dereg_disarms(struct kunit *test)
+/* mana_ib_dereg_mr(), which may fail: the MR then stays for the end */
+static int try_dereg(struct kunit *test, struct ib_mr *ibmr)
 {
+	struct mana_ib_mr *mr = container_of(ibmr, struct mana_ib_mr, ibmr);
 	struct mana_fw *fw = test->priv;
-	struct dma_buf *dmabuf;
-	struct ib_pd *pd = fake_pd(test, fw);
-	struct mana_ib_mr *mr;
+	int ret = mana_ib_dereg_mr(ibmr, NULL);
 
-	mr = reg_dmabuf_mr(test, pd,
-			   ib_kunit_mock_fd(test, MR_BYTES, 0, &dmabuf));
-	dereg(test, mr);
-	KUNIT_EXPECT_EQ(test, fw->destroy_mrs, 1);
-	KUNIT_EXPECT_EQ(test, fw->fence_requests, 1);
-	/* Not an exporter's revoke: the PD creates as before */
-	KUNIT_EXPECT_EQ(test, mana_pd_of(pd)->revoked_mrs, 0);
-	ib_kunit_expect_mock(test, dmabuf, 0, 0, 0);
-	KUNIT_ASSERT_EQ(test, ib_kunit_mock_revoke(dmabuf), 0);
-	KUNIT_EXPECT_EQ(test, fw->destroy_mrs, 1);
-	KUNIT_EXPECT_EQ(test, fw->stops, 0);
+	if (!ret) {
+		kunit_remove_action(test, dereg_action, mr);
+		if (fw->mr == mr)
+			fw->mr = NULL;
+	}
+	return ret;
 }
 
-/*
- * The revoke's DESTROY_MR times out: DMA is stopped before the core unmaps,
- * IB_EVENT_DEVICE_FATAL raised, and the dereg sends no second DESTROY_MR.
- */
-static void test_revoke_fence_fails(struct kunit *test)
+static struct ib_umem *mr_umem(struct ib_mr *ibmr)
 {
-	struct mana_fw *fw = test->priv;
-	struct dma_buf *dmabuf;
-	struct mana_ib_mr *mr;
-
-	mr = reg_dmabuf_mr(test, fake_pd(test, fw),
-			   ib_kunit_mock_fd(test, MR_BYTES, 0, &dmabuf));
-	fw->destroy_mr_err = -ETIMEDOUT;
-	KUNIT_ASSERT_EQ(test, ib_kunit_mock_revoke(dmabuf), 0);
-	KUNIT_EXPECT_EQ(test, fw->destroy_mrs, 1);
-	KUNIT_EXPECT_EQ(test, fw->stops, 1);
-	KUNIT_EXPECT_TRUE(test, fw->mapped_at_stop);
-	KUNIT_EXPECT_EQ(test, fatal_events(fw), 1);
-	dereg(test, mr);
-	KUNIT_EXPECT_EQ(test, fw->destroy_mrs, 1);
-	ib_kunit_expect_mock(test, dmabuf, 0, 0, 0);
+	return container_of(ibmr, struct mana_ib_mr, ibmr)->umem;
 }
 
-/*
- * The device answers a user's DESTROY_MR with an error: the dereg fails
- * with it, as for any MR, stops nothing and raises nothing; the MR stays
- * mapped, its callback armed, and the dereg that follows completes it.
- */
-static void test_dereg_refused_keeps_mr(struct kunit *test)
+static u64 mr_fence_key(struct ib_mr *ibmr)
 {
-	struct mana_fw *fw = test->priv;
-	struct dma_buf *dmabuf;
-	struct mana_ib_mr *mr;
-
-	mr = reg_dmabuf_mr(test, fake_pd(test, fw),
-			   ib_kunit_mock_fd(test, MR_BYTES, 0, &dmabuf));
-	fw->destroy_mr_err = -EPROTO;
-	KUNIT_EXPECT_EQ(test, mana_ib_dereg_mr(&mr->ibmr, NULL), -EPROTO);
-	KUNIT_EXPECT_EQ(test, fw->destroy_mrs, 1);
-	KUNIT_EXPECT_EQ(test, fw->stops, 0);
-	KUNIT_EXPECT_EQ(test, fatal_events(fw), 0);
-	ib_kunit_expect_mock(test, dmabuf, 1, 1, 1);
-
-	fw->destroy_mr_err = 0;
-	dereg(test, mr);
-	KUNIT_EXPECT_EQ(test, fw->destroy_mrs, 2);
-	KUNIT_EXPECT_EQ(test, fw->stops, 0);
-	ib_kunit_expect_mock(test, dmabuf, 0, 0, 0);
+	return container_of(ibmr, struct mana_ib_mr, ibmr)->mr_handle;
 }
 
-/* The dereg's DESTROY_MR times out: stopped while mapped; the dereg goes on */
-static void test_dereg_fence_fails(struct kunit *test)
+/* DESTROY_MR answered, failed with -EPROTO, or timed out */
+static void answer_fence(struct kunit *test, enum ib_kunit_fence answer)
 {
 	struct mana_fw *fw = test->priv;
-	struct dma_buf *dmabuf;
-	struct mana_ib_mr *mr;
 
-	mr = reg_dmabuf_mr(test, fake_pd(test, fw),
-			   ib_kunit_mock_fd(test, MR_BYTES, 0, &dmabuf));
-	fw->destroy_mr_err = -ETIMEDOUT;
-	dereg(test, mr);
-	KUNIT_EXPECT_EQ(test, fw->destroy_mrs, 1);
-	KUNIT_EXPECT_EQ(test, fw->stops, 1);
-	KUNIT_EXPECT_TRUE(test, fw->mapped_at_stop);
-	KUNIT_EXPECT_EQ(test, fatal_events(fw), 1);
-	ib_kunit_expect_mock(test, dmabuf, 0, 0, 0);
+	fw->destroy_mr_err = answer == IB_KUNIT_FENCE_DONE ? 0 :
+			     answer == IB_KUNIT_FENCE_REFUSED ? -EPROTO :
+			     -ETIMEDOUT;
 }
+
+static void fail_reg(struct kunit *test)
+{
+	struct mana_fw *fw = test->priv;
+
+	fw->create_mr_err = -EPROTO;
+}
+
+static const struct ib_kunit_mr_ops mana_mr_ops = {
+	.mr_bytes = MR_BYTES,
+	.try_reg = try_reg,
+	.dereg = try_dereg,
+	.umem = mr_umem,
+	.fence_key = mr_fence_key,
+	.answer_fence = answer_fence,
+	.fail_reg = fail_reg,
+	.reg_fails_errno = -EPROTO,
+	.dereg_refused_errno = -EPROTO,
+};
 
 /*
  * After a request timed out, the HW channel waits 1 ms for the next ones.
@@ -555,7 +501,10 @@ static void test_reset_cycle_revoke(struct kunit *test)
 	ib_kunit_expect_mock(test, dmabuf, 0, 0, 0);
 }
 
-/* A failed fence that the reset cycle does not account for */
+/*
+ * A failed fence in a reset cycle that does not account for it; outside any
+ * cycle, the revoke_fence_fails scenario
+ */
 struct unfenced_case {
 	const char *name;
 	bool in_service;	/* GC_IN_SERVICE set */
@@ -571,10 +520,6 @@ static const struct unfenced_case unfenced_cases[] = {
 	{ "reset_cycle_error", true, true, false, -EPROTO },
 	/* A cycle mana started because the channel stopped answering */
 	{ "hung_reset_cycle", true, true, true, -ETIMEDOUT },
-	/* A timeout outside any service */
-	{ "timeout", false, false, false, -ETIMEDOUT },
-	/* An error outside any service */
-	{ "error", false, false, false, -EPROTO },
 };
 
 KUNIT_ARRAY_PARAM_DESC(unfenced, unfenced_cases, name);
@@ -630,18 +575,12 @@ static void test_stop_each_event_once(struct kunit *test)
 static void test_reg_fails(struct kunit *test)
 {
 	struct mana_fw *fw = test->priv;
-	struct uverbs_attr_bundle *attrs;
 	struct dma_buf *dmabuf;
-	struct ib_mr *ibmr;
 	int fd;
 
-	attrs = kunit_kzalloc(test, sizeof(*attrs), GFP_KERNEL);
-	KUNIT_ASSERT_NOT_NULL(test, attrs);
 	fd = ib_kunit_mock_fd(test, MR_BYTES, 0, &dmabuf);
 	fw->create_mr_err = -EPROTO;
-	ibmr = mana_ib_reg_user_mr_dmabuf(fake_pd(test, fw), 0, MR_BYTES,
-					  MR_IOVA, fd, MR_ACCESS, NULL, attrs);
-	KUNIT_EXPECT_EQ(test, PTR_ERR_OR_ZERO(ibmr), -EPROTO);
+	KUNIT_EXPECT_EQ(test, PTR_ERR_OR_ZERO(try_reg(test, fd)), -EPROTO);
 	KUNIT_EXPECT_EQ(test, fw->create_regions, 1);
 	KUNIT_EXPECT_EQ(test, fw->destroy_regions, 1);
 	KUNIT_EXPECT_EQ(test, fw->destroy_mrs, 0);
@@ -654,19 +593,8 @@ static void test_reg_fails(struct kunit *test)
 static void reg_dmabuf_mr_fails(struct kunit *test, struct ib_pd *pd,
 				int fd, int err)
 {
-	struct uverbs_attr_bundle *attrs;
-	struct ib_mr *ibmr;
-
-	attrs = kunit_kzalloc(test, sizeof(*attrs), GFP_KERNEL);
-	KUNIT_ASSERT_NOT_NULL(test, attrs);
-	ibmr = mana_ib_reg_user_mr_dmabuf(pd, 0, MR_BYTES, MR_IOVA, fd,
-					  MR_ACCESS, NULL, attrs);
-	KUNIT_EXPECT_EQ(test, PTR_ERR_OR_ZERO(ibmr), err);
-	if (!IS_ERR(ibmr)) {
-		/* Not to leave it registered */
-		ibmr->pd = pd;
-		KUNIT_EXPECT_EQ(test, mana_ib_dereg_mr(ibmr, NULL), 0);
-	}
+	/* One that succeeds is deregistered at the end of the case */
+	KUNIT_EXPECT_EQ(test, PTR_ERR_OR_ZERO(reg_in(test, pd, fd)), err);
 }
 
 /* An MW of @pd and @type, or NULL with the error in @err */
@@ -809,7 +737,7 @@ static void test_revoke_waits_for_create(struct kunit *test)
 	KUNIT_EXPECT_NE(test, b->ibmr.lkey, fw->stale_key);
 	KUNIT_EXPECT_EQ(test, fw->stale_creates, 0);
 	/* It waited for the CREATE_MR, the window was reached */
-	KUNIT_EXPECT_EQ(test, ib_kunit_revoker_wait(test, fw->revoker), 0);
+	KUNIT_EXPECT_EQ(test, ib_kunit_revoker_wait(test, fw->fx.revoker), 0);
 	KUNIT_EXPECT_EQ(test, fw->destroy_mrs, 1);
 	KUNIT_EXPECT_EQ(test, fw->destroyed[0], a->mr_handle);
 	KUNIT_EXPECT_EQ(test, fw->stops, 0);
@@ -841,38 +769,6 @@ static void test_dma_mr(struct kunit *test)
 	KUNIT_EXPECT_EQ(test, mana_ib_dereg_mr(ibmr, NULL), 0);
 	KUNIT_EXPECT_EQ(test, fw->destroy_mrs, 1);
 	KUNIT_EXPECT_EQ(test, fw->fence_requests, 0);
-}
-
-/*
- * The exporter revokes while dereg's DESTROY_MR is in flight (forced: the
- * revoke starts from the DESTROY_MR and is seen waiting for the reservation
- * lock dereg holds, then takes it as soon as dereg drops it). One
- * DESTROY_MR goes out, the dereg's, nothing stops, the PD is not left
- * refusing, and the callback runs once and finds the MR fenced.
- */
-static void test_dereg_races_revoke(struct kunit *test)
-{
-	struct mana_fw *fw = test->priv;
-	struct dma_buf *dmabuf;
-	struct ib_pd *pd = fake_pd(test, fw);
-	struct mana_ib_mr *mr;
-	u64 handle;
-
-	mr = reg_dmabuf_mr(test, pd,
-			   ib_kunit_mock_fd(test, MR_BYTES, 0, &dmabuf));
-	handle = mr->mr_handle;
-	ib_kunit_watch_revoke(test, mr->umem, &fw->watch);
-	fw->race_revoke = dmabuf;
-	dereg(test, mr);
-	KUNIT_EXPECT_EQ(test, ib_kunit_revoker_wait(test, fw->revoker), 0);
-	KUNIT_EXPECT_EQ(test, fw->destroy_mrs, 1);
-	KUNIT_EXPECT_EQ(test, fw->destroyed[0], handle);
-	KUNIT_EXPECT_EQ(test, fw->stops, 0);
-	KUNIT_EXPECT_EQ(test, fatal_events(fw), 0);
-	KUNIT_EXPECT_EQ(test, fw->watch.calls + fw->watch.calls_elsewhere, 1);
-	/* The revoke found the MR fenced: the PD creates as before */
-	KUNIT_EXPECT_EQ(test, mana_pd_of(pd)->revoked_mrs, 0);
-	ib_kunit_expect_mock(test, dmabuf, 0, 0, 0);
 }
 
 /*
@@ -971,12 +867,12 @@ static void test_channel_wait(struct kunit *test)
 }
 
 static struct kunit_case mana_ib_dmabuf_mr_cases[] = {
-	KUNIT_CASE(test_dereg_races_revoke),
-	KUNIT_CASE(test_revoke_then_dereg),
-	KUNIT_CASE(test_dereg_disarms),
-	KUNIT_CASE(test_revoke_fence_fails),
-	KUNIT_CASE(test_dereg_fence_fails),
-	KUNIT_CASE(test_dereg_refused_keeps_mr),
+	IB_KUNIT_MR_CASE(dereg_races_revoke),
+	IB_KUNIT_MR_CASE(revoke_then_dereg),
+	IB_KUNIT_MR_CASE(dereg_disarms),
+	IB_KUNIT_MR_CASE_UNFENCED(revoke_fence_fails),
+	IB_KUNIT_MR_CASE(dereg_fence_fails),
+	IB_KUNIT_MR_CASE(dereg_refused_keeps_mr),
 	KUNIT_CASE(test_stop_each_event_once),
 	KUNIT_CASE(test_slow_fence_after_timeout),
 	KUNIT_CASE(test_reset_cycle_dereg),

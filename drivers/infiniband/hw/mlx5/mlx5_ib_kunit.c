@@ -22,6 +22,10 @@
  * Registrations go through reg_user_mr_dmabuf_by_data_direct() and dereg
  * through mlx5_ib_dereg_mr(). Some cases build the MRs as registration leaves
  * them (dd_mr(), dd_mr_pair()) to reach one decision directly.
+ *
+ * The scenarios every driver shares are ib_kunit_mr's, run on real
+ * data-direct registrations through the ops table below: the revoke UMR of
+ * the crossed mkey is the fence, the data-direct stop the last resort.
  */
 
 #include <kunit/static_stub.h>
@@ -33,6 +37,7 @@
 #include <linux/slab.h>
 #include <rdma/frmr_pools.h>
 #include <rdma/ib_kunit_helpers.h>
+#include <rdma/ib_kunit_mr.h>
 #include <rdma/ib_umem.h>
 
 #include "mlx5_ib.h"
@@ -49,13 +54,12 @@
 
 /* What the stubbed UMR QP and PCI function saw and are to do. */
 struct mlx5_fw {
+	struct ib_kunit_mr_fixture fx;	/* first: the scenarios' */
 	struct mlx5_ib_dev *dev;
 	struct mlx5_data_direct_dev *dd;
 	unsigned int umrs;		/* revoke UMRs posted */
 	bool mapped_at_umr;		/* the memory, at the first one */
 	unsigned int destroys_at_umr;	/* DESTROY_MKEYs before it */
-	struct dma_buf *race_revoke;	/* its buffer: revoke it behind */
-	struct ib_kunit_revoker *revoker;
 	u32 umr_key[FW_UMRS];
 	int umr_err;			/* the result of a failing UMR */
 	unsigned int umr_fails;		/* if not 0: only so many fail */
@@ -66,7 +70,6 @@ struct mlx5_fw {
 	bool mapped_at_destroy;		/* the case's MR's memory, at one */
 	bool mapped_at_stop;		/* the fenced MR's memory, at the stop */
 	struct mlx5_ib_mr *mr;		/* the case's last MR */
-	struct ib_kunit_revoke_watch watch;
 	unsigned int destroys;		/* DESTROY_MKEYs */
 	u32 destroy_key[FW_DESTROYS];
 	int destroy_err;		/* their result */
@@ -95,13 +98,8 @@ static int fake_umr_revoke_mr(struct mlx5_ib_mr *mr)
 				    to_ib_umem_dmabuf(mr->umem)->sgt;
 		fw->destroys_at_umr = fw->destroys;
 	}
-	/* Once: the UMR holds the buffer's lock, the revoke waits for it */
-	if (fw->race_revoke) {
-		struct dma_buf *dmabuf = fw->race_revoke;
-
-		fw->race_revoke = NULL;
-		fw->revoker = ib_kunit_revoke_behind(test, dmabuf);
-	}
+	/* Starts a revoke a case asked for: it waits for the UMR's lock */
+	ib_kunit_mr_fence_seen(test, mr->mmkey.key);
 	if (fw->umrs < FW_UMRS)
 		fw->umr_key[fw->umrs] = mr->mmkey.key;
 	fw->umrs++;
@@ -198,6 +196,7 @@ static void fake_pci_stop(struct mlx5_data_direct_dev *dd)
 
 	KUNIT_EXPECT_PTR_EQ(test, dd, fw->dd);
 	fw->stops++;
+	ib_kunit_mr_last_resort_seen(test);
 	/* The core unmaps the memory after the callback returns */
 	fw->mapped_at_stop = fw->mr && to_ib_umem_dmabuf(fw->mr->umem)->sgt;
 }
@@ -211,6 +210,8 @@ static void fake_pci_resume(struct mlx5_data_direct_dev *dd)
 	fw->resumes++;
 }
 
+static const struct ib_kunit_mr_ops mlx5_mr_ops;
+
 static int mlx5_fw_init(struct kunit *test)
 {
 	struct mlx5_ib_dev *dev;
@@ -222,7 +223,6 @@ static int mlx5_fw_init(struct kunit *test)
 	fw->next_key = MR_KEY;
 	test->priv = fw;
 
-	ib_kunit_expect_no_mock_leaks(test);
 	/* Never probed: what mlx5_ib_stage_init_init() sets up for MRs */
 	dev = container_of(ib_kunit_alloc_device(test, sizeof(*dev),
 						 "mlx5_kunit"),
@@ -248,6 +248,7 @@ static int mlx5_fw_init(struct kunit *test)
 	mutex_init(&dev->data_direct_lock);
 	INIT_LIST_HEAD(&dev->data_direct_mr_list);
 	fw->dev = dev;
+	ib_kunit_mr_init(test, &fw->fx, &mlx5_mr_ops, &dev->ib_dev);
 
 	/* The data-direct function, bound: what mlx5_data_direct_probe() sets */
 	fw->dd = kunit_kzalloc(test, sizeof(*fw->dd), GFP_KERNEL);
@@ -350,58 +351,91 @@ static struct ib_mr *try_reg(struct kunit *test, int fd)
 						 IB_ACCESS_LOCAL_WRITE);
 }
 
-/*
- * The exporter's revoke posts one revoke UMR, with the MR's key, and the
- * mkey is then known free; dereg's revoke posts none.
- */
-static void test_revoke_fences_once(struct kunit *test)
+/* The scenarios' MR, if they did not deregister it */
+static void dereg_action(void *ibmr)
+{
+	KUNIT_EXPECT_EQ(kunit_get_current_test(),
+			mlx5_ib_dereg_mr(ibmr, NULL), 0);
+}
+
+static struct ib_mr *ops_try_reg(struct kunit *test, int fd)
 {
 	struct mlx5_fw *fw = test->priv;
-	struct dma_buf *dmabuf;
-	struct mlx5_ib_mr *mr;
+	struct ib_mr *ibmr = try_reg(test, fd);
 
-	mr = dd_mr(test, ib_kunit_mock_fd(test, MR_BYTES, 0, &dmabuf), MR_KEY);
-	ib_kunit_watch_revoke(test, mr->umem, &fw->watch);
-	ib_kunit_expect_mock(test, dmabuf, 1, 1, 1);
+	if (IS_ERR(ibmr))
+		return ibmr;
+	/* The stubs look at the crossed MR, which holds the memory */
+	fw->mr = to_mmr(ibmr)->dd_crossed_mr;
+	KUNIT_ASSERT_EQ(test, kunit_add_action_or_reset(test, dereg_action,
+							ibmr), 0);
+	return ibmr;
+}
 
-	KUNIT_ASSERT_EQ(test, ib_kunit_mock_revoke(dmabuf), 0);
-	KUNIT_EXPECT_EQ(test, fw->watch.calls, 1);
-	KUNIT_EXPECT_EQ(test, fw->umrs, 1);
-	KUNIT_EXPECT_EQ(test, fw->umr_key[0], MR_KEY);
-	KUNIT_EXPECT_TRUE(test, mr->dd_fenced);
-	KUNIT_EXPECT_EQ(test, fw->stops, 0);
-	KUNIT_EXPECT_EQ(test, fw->dd->dma_stops, 0);
-	ib_kunit_expect_mock(test, dmabuf, 1, 0, 0);
+static int ops_dereg(struct kunit *test, struct ib_mr *ibmr)
+{
+	struct mlx5_fw *fw = test->priv;
+	int ret = mlx5_ib_dereg_mr(ibmr, NULL);
 
-	dereg_revoke(mr);
-	KUNIT_EXPECT_EQ(test, fw->watch.calls, 1);
-	KUNIT_EXPECT_EQ(test, fw->umrs, 1);
+	if (!ret) {
+		kunit_remove_action(test, dereg_action, ibmr);
+		fw->mr = NULL;
+	}
+	return ret;
+}
+
+static struct ib_umem *mr_umem(struct ib_mr *ibmr)
+{
+	return to_mmr(ibmr)->dd_crossed_mr->umem;
+}
+
+static u64 mr_fence_key(struct ib_mr *ibmr)
+{
+	return to_mmr(ibmr)->dd_crossed_mr->mmkey.key;
 }
 
 /*
- * Dereg fences the mkey before the memory goes, and leaves nothing armed: a
- * revoke of the buffer afterwards posts no UMR.
+ * The revoke UMR completes; fails on a QP that recovers (retried, a bounded
+ * number of times); or fails on a dead QP with DESTROY_MKEY timing out too.
  */
-static void test_dereg_fences(struct kunit *test)
+static void answer_fence(struct kunit *test, enum ib_kunit_fence answer)
 {
 	struct mlx5_fw *fw = test->priv;
-	struct dma_buf *dmabuf;
-	struct mlx5_ib_mr *mr;
 
-	mr = dd_mr(test, ib_kunit_mock_fd(test, MR_BYTES, 0, &dmabuf), MR_KEY);
-	ib_kunit_watch_revoke(test, mr->umem, &fw->watch);
-	dereg_revoke(mr);
-	KUNIT_EXPECT_EQ(test, fw->watch.calls, 1);
-	KUNIT_EXPECT_EQ(test, fw->umrs, 1);
-	KUNIT_EXPECT_EQ(test, fw->umr_key[0], MR_KEY);
-	KUNIT_EXPECT_TRUE(test, mr->dd_fenced);
-	ib_kunit_expect_mock(test, dmabuf, 1, 0, 0);
-
-	KUNIT_ASSERT_EQ(test, ib_kunit_mock_revoke(dmabuf), 0);
-	KUNIT_EXPECT_EQ(test, fw->watch.calls, 1);
-	KUNIT_EXPECT_EQ(test, fw->umrs, 1);
-	KUNIT_EXPECT_EQ(test, fw->stops, 0);
+	fw->umr_err = answer == IB_KUNIT_FENCE_DONE ? 0 : -EFAULT;
+	fw->umr_state_after = answer == IB_KUNIT_FENCE_GONE ?
+			      MLX5_UMR_STATE_ERR : MLX5_UMR_STATE_ACTIVE;
+	fw->destroy_err = answer == IB_KUNIT_FENCE_GONE ? -ETIMEDOUT : 0;
 }
+
+static void fail_reg(struct kunit *test)
+{
+	struct mlx5_fw *fw = test->priv;
+
+	fw->ksm_err = -EIO;
+}
+
+/* The firmware answers DESTROY_MKEY again */
+static void recover(struct kunit *test)
+{
+	struct mlx5_fw *fw = test->priv;
+
+	fw->destroy_err = 0;
+}
+
+static const struct ib_kunit_mr_ops mlx5_mr_ops = {
+	.mr_bytes = MR_BYTES,
+	.try_reg = ops_try_reg,
+	.dereg = ops_dereg,
+	.umem = mr_umem,
+	.fence_key = mr_fence_key,
+	.answer_fence = answer_fence,
+	.fail_reg = fail_reg,
+	.recover = recover,
+	.reg_fails_errno = -EIO,
+	.dereg_gone_errno = -ETIMEDOUT,
+	.stop_keeps_device = true,
+};
 
 /*
  * The UMR fails and the UMR QP is dead: the data-direct function's DMA is
@@ -615,13 +649,9 @@ static u32 pool_next(struct kunit *test)
  * Dereg of a data-direct MR nobody revoked: one revoke UMR for the crossed
  * mkey, before anything is destroyed; DESTROY_MKEY of the user's crossing
  * mkey only; the crossed mkey goes back to the pool without a second UMR,
- * off the device's list, and the memory is released. With @race, an
- * exporter's revoke waits for the reservation lock while dereg's UMR is out
- * (forced: it starts from the UMR) and may take the lock as soon as the
- * fence drops it, before dereg's revoke: either way the callback runs once,
- * finds the crossed mkey fenced and posts nothing more.
+ * off the device's list, and the memory is released.
  */
-static void dereg_pair(struct kunit *test, bool race)
+static void test_dereg_pair(struct kunit *test)
 {
 	struct mlx5_fw *fw = test->priv;
 	struct mlx5_ib_mr *crossing;
@@ -632,18 +662,13 @@ static void dereg_pair(struct kunit *test, bool race)
 						     &dmabuf));
 	crossed_key = crossing->dd_crossed_mr->mmkey.key;
 	KUNIT_EXPECT_EQ(test, fw->pool_creates, 1);
-	ib_kunit_watch_revoke(test, crossing->dd_crossed_mr->umem, &fw->watch);
+	ib_kunit_watch_revoke(test, crossing->dd_crossed_mr->umem,
+			      &fw->fx.watch);
 	fw->mr = NULL;
-	if (race)
-		fw->race_revoke = dmabuf;
 
 	KUNIT_EXPECT_EQ(test, mlx5_ib_dereg_mr(&crossing->ibmr, NULL), 0);
-	if (race)
-		KUNIT_EXPECT_EQ(test, ib_kunit_revoker_wait(test, fw->revoker),
-				0);
-	KUNIT_EXPECT_EQ(test, fw->watch.calls + fw->watch.calls_elsewhere, 1);
-	if (!race)
-		KUNIT_EXPECT_EQ(test, fw->watch.calls, 1);
+	KUNIT_EXPECT_EQ(test, fw->fx.watch.calls, 1);
+	KUNIT_EXPECT_EQ(test, fw->fx.watch.calls_elsewhere, 0);
 	KUNIT_EXPECT_EQ(test, fw->umrs, 1);
 	KUNIT_EXPECT_EQ(test, fw->umr_key[0], crossed_key);
 	KUNIT_EXPECT_TRUE(test, fw->mapped_at_umr);
@@ -660,16 +685,6 @@ static void dereg_pair(struct kunit *test, bool race)
 	/* Nothing stays armed */
 	KUNIT_ASSERT_EQ(test, ib_kunit_mock_revoke(dmabuf), 0);
 	KUNIT_EXPECT_EQ(test, fw->umrs, 1);
-}
-
-static void test_dereg_pair(struct kunit *test)
-{
-	dereg_pair(test, false);
-}
-
-static void test_dereg_races_revoke(struct kunit *test)
-{
-	dereg_pair(test, true);
 }
 
 /*
@@ -955,8 +970,10 @@ static void test_reg_crossing_fails(struct kunit *test)
 }
 
 static struct kunit_case mlx5_dd_dmabuf_mr_cases[] = {
-	KUNIT_CASE(test_revoke_fences_once),
-	KUNIT_CASE(test_dereg_fences),
+	IB_KUNIT_MR_CASE(revoke_then_dereg),
+	IB_KUNIT_MR_CASE(dereg_disarms),
+	IB_KUNIT_MR_CASE_UNFENCED(revoke_fence_fails),
+	IB_KUNIT_MR_CASE(dereg_fence_fails),
 	KUNIT_CASE(test_fence_fails_stops_dma),
 	KUNIT_CASE(test_reg_not_refused),
 	KUNIT_CASE(test_fence_retried_after_recovery),
@@ -965,7 +982,7 @@ static struct kunit_case mlx5_dd_dmabuf_mr_cases[] = {
 	KUNIT_CASE(test_internal_error_during_fence),
 	KUNIT_CASE(test_unbind_revokes_each),
 	KUNIT_CASE(test_dereg_pair),
-	KUNIT_CASE(test_dereg_races_revoke),
+	IB_KUNIT_MR_CASE(dereg_races_revoke),
 	KUNIT_CASE(test_revoke_then_dereg_pair),
 	KUNIT_CASE(test_dereg_after_failed_fence),
 	KUNIT_CASE(test_dereg_umr_dead_destroys),
@@ -975,6 +992,7 @@ static struct kunit_case mlx5_dd_dmabuf_mr_cases[] = {
 	KUNIT_CASE(test_reg_pair),
 	KUNIT_CASE(test_reg_ksm_load_fails),
 	KUNIT_CASE(test_reg_crossing_fails),
+	IB_KUNIT_MR_CASE(reg_fails),
 	{}
 };
 
