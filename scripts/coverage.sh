@@ -108,6 +108,7 @@ drivers=(
 	"ionic drivers/infiniband/hw/ionic"
 	"bnxt_re drivers/infiniband/hw/bnxt_re"
 	"mlx5 drivers/infiniband/hw/mlx5"
+	"irdma drivers/infiniband/hw/irdma"
 )
 driver_args=()
 for d in "${drivers[@]}"; do

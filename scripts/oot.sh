@@ -8,7 +8,7 @@
 #              headers from `make fetch`, made usable on bookworm first)
 #   OOT_W=1    pass W=1; OOT_C=1 run sparse (C=1) on what is rebuilt
 #   OOT_HW=1   also build the hardware drivers the series changes (mlx5,
-#              efa, bnxt_re, mana, ionic) and the Ethernet drivers whose
+#              efa, irdma, bnxt_re, mana, ionic) and the Ethernet drivers whose
 #              calls they use (bnxt_en, mana, ionic): compile tests, never
 #              loaded
 #   OOT_DIRS="dir ..."  build only these directories of the tree
@@ -29,7 +29,7 @@ oot=$build/oot
 outdir=$oot/out
 [ "$rel" = build/linux ] || outdir=$oot/out-${rel#build/}
 dirs="drivers/infiniband/core drivers/infiniband/sw/rxe drivers/dma-buf"
-hw="drivers/infiniband/hw/mlx5 drivers/infiniband/hw/efa drivers/infiniband/hw/bnxt_re drivers/infiniband/hw/mana drivers/infiniband/hw/ionic drivers/net/ethernet/broadcom/bnxt drivers/net/ethernet/microsoft/mana drivers/net/ethernet/pensando/ionic"
+hw="drivers/infiniband/hw/mlx5 drivers/infiniband/hw/efa drivers/infiniband/hw/irdma drivers/infiniband/hw/bnxt_re drivers/infiniband/hw/mana drivers/infiniband/hw/ionic drivers/net/ethernet/broadcom/bnxt drivers/net/ethernet/microsoft/mana drivers/net/ethernet/pensando/ionic"
 if [ "${OOT_HW:-0}" = 1 ]; then
 	dirs="$dirs $hw"
 	outdir=$outdir-hw

@@ -45,7 +45,7 @@ export KSELFTEST_TARGETS=${KSELFTEST_TARGETS:-rdma drivers/dma-buf}
 # pages reserved (its test 6) and fails without them.
 KSELFTEST_RUN=${KSELFTEST_RUN:-rdma drivers/dma-buf:dmabuf_mock drivers/dma-buf:udmabuf_cpu_access}
 # KUnit test modules and their suites, for the debug kernel.
-KUNIT_SUITES=${KUNIT_SUITES:-dmabuf_kunit:dmabuf_mock umem_dmabuf_kunit:ib_umem_dmabuf rxe_dmabuf_kunit:rxe_dmabuf mana_ib_kunit:mana_ib_dmabuf_mr efa_kunit:efa_dmabuf_mr mlx5_ib_kunit:mlx5_dd_dmabuf_mr ionic_kunit:ionic_dmabuf_mr bnxt_re_kunit:bnxt_re_dmabuf_mr}
+KUNIT_SUITES=${KUNIT_SUITES:-dmabuf_kunit:dmabuf_mock umem_dmabuf_kunit:ib_umem_dmabuf rxe_dmabuf_kunit:rxe_dmabuf mana_ib_kunit:mana_ib_dmabuf_mr efa_kunit:efa_dmabuf_mr mlx5_ib_kunit:mlx5_dd_dmabuf_mr ionic_kunit:ionic_dmabuf_mr bnxt_re_kunit:bnxt_re_dmabuf_mr irdma_kunit:irdma_dmabuf_mr}
 log() { printf '\n### %s\n' "$*"; }
 
 # Progress. Each step's heading says how long it took the last time

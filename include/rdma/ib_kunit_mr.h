@@ -58,6 +58,10 @@ enum ib_kunit_fence {
  *	device the fences go to (mlx5's data-direct function, which every
  *	mlx5_ib device of its VUID shares): the device raises no
  *	IB_EVENT_DEVICE_FATAL, and a dereg after the stop may still fence
+ * @fatal_from_owner: the last resort asks the function's owner for a reset
+ *	that happens later (irdma's request to ice, i40e or idpf): the driver
+ *	raises no IB_EVENT_DEVICE_FATAL itself; the unregistration that the
+ *	reset brings does
  */
 struct ib_kunit_mr_ops {
 	u64 mr_bytes;
@@ -73,6 +77,7 @@ struct ib_kunit_mr_ops {
 	int dereg_refused_errno;
 	int dereg_gone_errno;
 	bool stop_keeps_device;
+	bool fatal_from_owner;
 };
 
 #define IB_KUNIT_MR_FENCE_KEYS 8

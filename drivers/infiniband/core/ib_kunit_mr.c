@@ -119,7 +119,7 @@ static int fatal_events(struct ib_kunit_mr_fixture *fx)
 /* The IB_EVENT_DEVICE_FATAL events a last resort raises */
 static int fatal_after_last_resort(struct ib_kunit_mr_fixture *fx)
 {
-	return fx->ops->stop_keeps_device ? 0 : 1;
+	return fx->ops->stop_keeps_device || fx->ops->fatal_from_owner ? 0 : 1;
 }
 
 /* After the last resort, nothing more reaches a stopped device */
