@@ -99,14 +99,14 @@ die() {
 step_time() { printf '%s %s\n' "$1" "$2" >> "$cov/times"; }
 
 # The drivers: NAME, then the paths (in the tree) whose changed lines count.
-# mana_ib's changes reach into the Ethernet driver (gdma_main.c), which
-# kernel.sh profiles too. A driver's KUnit module is the one whose source,
+# mana_ib's, bnxt_re's and ionic's changes reach into their Ethernet
+# drivers (the helpers they call there), which kernel.sh profiles too. A driver's KUnit module is the one whose source,
 # MODULE.c, is in its first directory.
 drivers=(
 	"efa drivers/infiniband/hw/efa"
 	"mana drivers/infiniband/hw/mana drivers/net/ethernet/microsoft/mana"
-	"ionic drivers/infiniband/hw/ionic"
-	"bnxt_re drivers/infiniband/hw/bnxt_re"
+	"ionic drivers/infiniband/hw/ionic drivers/net/ethernet/pensando/ionic"
+	"bnxt_re drivers/infiniband/hw/bnxt_re drivers/net/ethernet/broadcom/bnxt"
 	"mlx5 drivers/infiniband/hw/mlx5"
 	"irdma drivers/infiniband/hw/irdma"
 )
@@ -519,7 +519,7 @@ if [ "$mode" != analyse ]; then
 			die "no gcov notes (.gcno) in $kb/$dir: not built with gcov"
 	done
 	stray=$(cd "$kb"; find . -name '*.gcno' | sed 's|^\./||' |
-		grep -vE '^(drivers/infiniband/hw/|drivers/net/ethernet/microsoft/mana/)' | head -n 5 || true)
+		grep -vE '^(drivers/infiniband/hw/|drivers/net/ethernet/(microsoft/mana|broadcom/bnxt|pensando/ionic)/)' | head -n 5 || true)
 	[ -z "$stray" ] || die "objects outside the drivers are profiled, e.g.: $stray"
 	# (grep -c, not -q: under pipefail nm's SIGPIPE would fail the pipe.)
 	gcov_syms() { nm "$1" | grep -c ' __gcov0\.' || true; }

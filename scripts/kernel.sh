@@ -30,7 +30,7 @@ esac
 # overrides every Makefile's; this one is expanded per object, in the
 # directory it is built from ($(obj)), and is empty elsewhere: no
 # profiling there (not "n": a GCOV_PROFILE_file.o := n still wins).
-gcov_dirs="drivers/infiniband/hw/% drivers/net/ethernet/microsoft/mana"
+gcov_dirs="drivers/infiniband/hw/% drivers/net/ethernet/microsoft/mana drivers/net/ethernet/broadcom/bnxt drivers/net/ethernet/pensando/ionic"
 extra=()
 if [ "$flavour" = coverage ]; then
 	extra=("GCOV_PROFILE=\$(if \$(filter $gcov_dirs,\$(obj)),y)")
