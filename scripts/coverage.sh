@@ -100,8 +100,9 @@ step_time() { printf '%s %s\n' "$1" "$2" >> "$cov/times"; }
 
 # The drivers: NAME, then the paths (in the tree) whose changed lines count.
 # mana_ib's, bnxt_re's and ionic's changes reach into their Ethernet
-# drivers (the helpers they call there), which kernel.sh profiles too. A driver's KUnit module is the one whose source,
-# MODULE.c, is in its first directory.
+# drivers (the helpers they call there), which kernel.sh profiles too. A
+# driver's KUnit module is the one whose source, MODULE.c, is in its first
+# directory.
 drivers=(
 	"efa drivers/infiniband/hw/efa"
 	"mana drivers/infiniband/hw/mana drivers/net/ethernet/microsoft/mana"
