@@ -44,38 +44,36 @@
 /* A completion error irdma does not special-case: -EIO */
 #define CQP_MAJ_ERR 0x1
 
-/* What the stubbed control QP saw and is to answer */
+/* A CQP completion's status: no error, or the error's major and minor codes */
+struct cqp_status {
+	bool err;
+	u16 maj;
+	u16 min;
+};
+
+/*
+ * What the stubbed control QP saw and is to answer. Its resets, and whether
+ * the MR was mapped at the last, are the fixture's last_resorts and
+ * mapped_at_last_resort.
+ */
 struct irdma_fw {
 	struct ib_kunit_mr_fixture fx;	/* first: the scenarios' */
 	struct irdma_device *iwdev;
 	struct irdma_pci_f *rf;
 	struct irdma_sc_cqp sc_cqp;
 	struct irdma_pd pd;
-	struct irdma_mr *mr;		/* the case's MR, once registered */
 	unsigned int regs;		/* MR_REG_NON_SHARED commands */
 	unsigned int deallocs;		/* DEALLOC_STAG commands */
 	bool reg_err;			/* answer the next registration with */
-	u16 dealloc_maj;		/* DEALLOC_STAG's completion, if */
-	u16 dealloc_min;		/* dealloc_err */
-	bool dealloc_err;
+	struct cqp_status dealloc;	/* DEALLOC_STAG's completion */
 	bool dealloc_lost;		/* no completion for DEALLOC_STAG */
-	/* The command whose completion the CCQ is to post */
+	/* The command whose completion the CCQ is to post, and its status */
 	struct irdma_cqp_request *posted;
-	bool posted_err;
-	u16 posted_maj;
-	u16 posted_min;
+	struct cqp_status posted_status;
 	/* Commands never completed: the device's, until a reset */
 	struct irdma_cqp_request *lost[4];
 	unsigned int nr_lost;
-	unsigned int resets;		/* request_reset() calls */
-	bool mapped_at_reset;
 };
-
-static bool mr_mapped(struct irdma_fw *fw)
-{
-	return fw->mr && fw->mr->region &&
-	       to_ib_umem_dmabuf(fw->mr->region)->sgt;
-}
 
 static int fake_process_cqp_cmd(struct irdma_sc_dev *dev,
 				struct cqp_cmds_info *info)
@@ -84,8 +82,7 @@ static int fake_process_cqp_cmd(struct irdma_sc_dev *dev,
 		container_of(info, struct irdma_cqp_request, info);
 	struct kunit *test = kunit_get_current_test();
 	struct irdma_fw *fw = test->priv;
-	bool err = false;
-	u16 maj = 0, min = 0;
+	struct cqp_status status = {};
 
 	KUNIT_EXPECT_PTR_EQ(test, dev, &fw->rf->sc_dev);
 	/* Never reached once a reset was requested: irdma_handle_cqp_op() */
@@ -97,8 +94,8 @@ static int fake_process_cqp_cmd(struct irdma_sc_dev *dev,
 	switch (info->cqp_cmd) {
 	case IRDMA_OP_MR_REG_NON_SHARED:
 		fw->regs++;
-		err = fw->reg_err;
-		maj = CQP_MAJ_ERR;
+		if (fw->reg_err)
+			status = (struct cqp_status){ true, CQP_MAJ_ERR, 0 };
 		break;
 	case IRDMA_OP_DEALLOC_STAG:
 		fw->deallocs++;
@@ -112,21 +109,16 @@ static int fake_process_cqp_cmd(struct irdma_sc_dev *dev,
 				fw->lost[fw->nr_lost++] = req;
 			return 0;
 		}
-		err = fw->dealloc_err;
-		maj = fw->dealloc_maj;
-		min = fw->dealloc_min;
+		status = fw->dealloc;
 		break;
 	default:
 		KUNIT_FAIL(test, "unexpected CQP command %u", info->cqp_cmd);
-		err = true;
-		maj = CQP_MAJ_ERR;
+		status = (struct cqp_status){ true, CQP_MAJ_ERR, 0 };
 	}
 
 	/* irdma_cqp_ce_handler() posts it, from the waiter's poll */
 	fw->posted = req;
-	fw->posted_err = err;
-	fw->posted_maj = err ? maj : 0;
-	fw->posted_min = err ? min : 0;
+	fw->posted_status = status.err ? status : (struct cqp_status){};
 	return 0;
 }
 
@@ -141,9 +133,9 @@ static void fake_cqp_ce_handler(struct irdma_pci_f *rf, struct irdma_sc_cq *cq)
 		return;
 	fw->posted = NULL;
 	/* What the real handler copies from the CCQE */
-	req->compl_info.error = fw->posted_err;
-	req->compl_info.maj_err_code = fw->posted_maj;
-	req->compl_info.min_err_code = fw->posted_min;
+	req->compl_info.error = fw->posted_status.err;
+	req->compl_info.maj_err_code = fw->posted_status.maj;
+	req->compl_info.min_err_code = fw->posted_status.min;
 	req->compl_info.op_ret_val = 0;
 	atomic64_inc(&rf->sc_dev.cqp->completed_ops);
 	if (req->waiting)
@@ -159,9 +151,7 @@ static void fake_request_reset(struct irdma_pci_f *rf)
 	KUNIT_EXPECT_PTR_EQ(test, rf, fw->rf);
 	/* Whoever requests it sets rf->reset first */
 	KUNIT_EXPECT_TRUE(test, rf->reset);
-	fw->resets++;
 	ib_kunit_mr_last_resort_seen(test);
-	fw->mapped_at_reset = mr_mapped(fw);
 }
 
 /* What irdma_cleanup_pending_cqp_op() does after a reset */
@@ -258,7 +248,8 @@ static struct ib_mr *try_reg(struct kunit *test, int fd)
 					MR_ACCESS, NULL, NULL);
 	if (IS_ERR(ibmr))
 		return ibmr;
-	fw->mr = to_iwmr(ibmr);
+	/* For the reset stub, also in the cases of this suite */
+	fw->fx.mr = ibmr;
 	ret = kunit_add_action_or_reset(test, dereg_action, ibmr);
 	KUNIT_ASSERT_EQ(test, ret, 0);
 	return ibmr;
@@ -271,7 +262,8 @@ static int try_dereg(struct kunit *test, struct ib_mr *ibmr)
 
 	if (!ret) {
 		kunit_remove_action(test, dereg_action, ibmr);
-		fw->mr = NULL;
+		if (fw->fx.mr == ibmr)
+			fw->fx.mr = NULL;
 	}
 	return ret;
 }
@@ -289,9 +281,7 @@ static u64 mr_fence_key(struct ib_mr *ibmr)
 
 static void answer_dealloc(struct irdma_fw *fw, bool err, u16 maj, u16 min)
 {
-	fw->dealloc_err = err;
-	fw->dealloc_maj = maj;
-	fw->dealloc_min = min;
+	fw->dealloc = (struct cqp_status){ err, maj, min };
 	fw->dealloc_lost = false;
 }
 
@@ -372,7 +362,7 @@ static void test_dereg_refused_eio_keeps_mr(struct kunit *test)
 	/* A dereg that went on freed the MR: nothing more to look at */
 	KUNIT_ASSERT_EQ(test, try_dereg(test, &mr->ibmr), -EIO);
 	KUNIT_EXPECT_EQ(test, fw->deallocs, 1);
-	KUNIT_EXPECT_EQ(test, fw->resets, 0);
+	KUNIT_EXPECT_EQ(test, fw->fx.last_resorts, 0);
 	KUNIT_EXPECT_FALSE(test, fw->rf->reset);
 	KUNIT_EXPECT_TRUE(test, test_bit(idx, fw->rf->allocated_mrs));
 	ib_kunit_expect_mock(test, dmabuf, 1, 1, 1);
@@ -381,7 +371,7 @@ static void test_dereg_refused_eio_keeps_mr(struct kunit *test)
 	answer_dealloc(fw, false, 0, 0);
 	KUNIT_ASSERT_EQ(test, ib_kunit_mock_revoke(dmabuf), 0);
 	KUNIT_EXPECT_EQ(test, fw->deallocs, 2);
-	KUNIT_EXPECT_EQ(test, fw->resets, 0);
+	KUNIT_EXPECT_EQ(test, fw->fx.last_resorts, 0);
 	ib_kunit_expect_mock(test, dmabuf, 1, 0, 0);
 	KUNIT_EXPECT_EQ(test, try_dereg(test, &mr->ibmr), 0);
 	KUNIT_EXPECT_EQ(test, fw->deallocs, 2);
@@ -408,14 +398,14 @@ static void test_dereg_reset_status(struct kunit *test)
 	answer_dealloc(fw, true, CQP_MAJ_NONCRIT, CQP_MIN_RESET);
 	KUNIT_EXPECT_EQ(test, try_dereg(test, &mr->ibmr), 0);
 	KUNIT_EXPECT_EQ(test, fw->deallocs, 1);
-	KUNIT_EXPECT_EQ(test, fw->resets, 1);
-	KUNIT_EXPECT_TRUE(test, fw->mapped_at_reset);
+	KUNIT_EXPECT_EQ(test, fw->fx.last_resorts, 1);
+	KUNIT_EXPECT_TRUE(test, fw->fx.mapped_at_last_resort);
 	KUNIT_EXPECT_TRUE(test, fw->rf->reset);
 	KUNIT_EXPECT_FALSE(test, test_bit(idx, fw->rf->allocated_mrs));
 	ib_kunit_expect_mock(test, dmabuf, 0, 0, 0);
 	KUNIT_ASSERT_EQ(test, ib_kunit_mock_revoke(dmabuf), 0);
 	KUNIT_EXPECT_EQ(test, fw->deallocs, 1);
-	KUNIT_EXPECT_EQ(test, fw->resets, 1);
+	KUNIT_EXPECT_EQ(test, fw->fx.last_resorts, 1);
 }
 
 static struct kunit_case irdma_dmabuf_mr_cases[] = {
