@@ -3,13 +3,18 @@
  * KUnit tests for mana_ib's MRs, MWs and dma-buf MRs.
  *
  * mana_ib_dmabuf_mr: mana_ib's MR, MW and dma-buf MR verbs on a device that
- * is never probed, whose HW channel is a static stub of
- * mana_gd_send_request() and mana_gd_send_fence_request(): it answers
- * CREATE_DMA_REGION, CREATE_MR, DESTROY_MR and DESTROY_DMA_REGION itself,
- * hands out keys and handles, fails what a case asks, and counts every
- * request. The PCI half of the last
- * resort, mana_ib_pci_stop_dma(), is stubbed too: the stub records whether
- * the MR's memory was still mapped when it ran.
+ * is never probed. The HW channel is mana's own, with its queues in memory
+ * (as mana_hwc_create_channel() leaves them); only its doorbell,
+ * mana_gd_post_and_ring(), is a static stub, where the device is. The stub
+ * reads the request the channel posted and answers it through the
+ * channel's response path, mana_hwc_handle_resp(), at once, later (from
+ * a thread) or never; so mana_hwc_send()'s wait, its cut of the wait after
+ * a timeout and its mapping of the answer's status run as they are. The
+ * device answers CREATE_DMA_REGION, CREATE_MR, DESTROY_MR and
+ * DESTROY_DMA_REGION, hands out keys and handles, fails what a case asks,
+ * and counts every request. The PCI half of the last resort,
+ * mana_ib_pci_stop_dma(), is stubbed too: the stub records whether the MR's
+ * memory was still mapped when it ran.
  *
  * The scenarios every driver shares are ib_kunit_mr's, run on mana_ib
  * through the ops table below, with the stop as the last resort. mana frees
@@ -19,7 +24,9 @@
 
 #include <kunit/static_stub.h>
 #include <kunit/test.h>
+#include <linux/delay.h>
 #include <linux/dma-buf.h>
+#include <linux/kthread.h>
 #include <linux/slab.h>
 #include <rdma/ib_kunit_helpers.h>
 #include <rdma/ib_kunit_mr.h>
@@ -28,10 +35,30 @@
 #include "mana_ib.h"
 #include <net/mana/hw_channel.h>
 
-/* What the stubbed HW channel saw and is to answer */
+/* The HW channel's depth, and how long the device set requests to take */
+#define FAKE_HWC_DEPTH 4
+#define FAKE_HWC_TIMEOUT_MS 300
+/* A late answer comes this long after the request was posted */
+#define LATE_ANSWER_MS 30
+/* The status of an answer that fails a request */
+#define FAKE_STATUS_FAILED 0x2
+
+/* An answer the device posts later, from a thread */
+struct late_answer {
+	struct kunit *test;
+	struct hw_channel_context *hwc;
+	struct task_struct *task;
+	struct hwc_work_request *rx;
+	u32 len;
+	u16 msg_id;
+};
+
+/* What the HW channel's device saw and is to answer */
 struct mana_fw {
 	struct ib_kunit_mr_fixture fx;	/* first: the scenarios' */
 	struct mana_ib_dev *dev;
+	struct hw_channel_context *hwc;
+	struct late_answer late;
 	struct mana_ib_mr *mr;		/* the case's MR, for the stop stub */
 	unsigned int create_regions;
 	int create_region_err;
@@ -42,15 +69,20 @@ struct mana_fw {
 	unsigned int create_mrs;
 	unsigned int destroy_mrs;
 	u64 destroyed[8];		/* the handles of the first DESTROY_MRs */
+	/*
+	 * What CREATE_DMA_REGION, CREATE_MR and DESTROY_MR are to return: 0,
+	 * -EPROTO (the device answers with an error status) or -ETIMEDOUT
+	 * (the device does not answer)
+	 */
 	int create_mr_err;
 	int destroy_mr_err;
 	/*
-	 * The device answers DESTROY_MR later than the 1 ms the HW channel
-	 * waits after a timeout, within the time it set for requests: only
-	 * mana_gd_send_fence_request() waits for it.
+	 * The device answers DESTROY_MR LATE_ANSWER_MS after it was posted:
+	 * later than the 1 ms the HW channel waits after a timeout, within
+	 * the time the device set for requests, which only
+	 * mana_gd_send_fence_request() still waits.
 	 */
 	bool slow_destroy;
-	unsigned int fence_requests;	/* mana_gd_send_fence_request() calls */
 	u32 next_key;
 	u64 next_handle;
 	/*
@@ -82,20 +114,23 @@ struct mana_fw {
 
 #define FAKE_PD_HANDLE 0x99
 
-/* @waits: the request waits as long as the device set */
-static int fake_answer(struct gdma_context *gc, u32 req_len, const void *req,
-		       u32 resp_len, void *resp, bool waits)
+/* What the device answers: 0, -EPROTO, -ETIMEDOUT or LATE: see mana_fw */
+#define LATE 1
+
+/*
+ * The device's answer to the request @req of @req_len bytes, in @resp (as
+ * long as the request says); the request's result, in mana_fw's terms
+ */
+static int fake_answer(struct kunit *test, u32 req_len, const void *req,
+		       void *resp)
 {
-	struct kunit *test = kunit_get_current_test();
 	const struct gdma_req_hdr *hdr = req;
 	struct mana_fw *fw = test->priv;
 
-	memset(resp, 0, resp_len);
 	switch (hdr->req.msg_type) {
 	case GDMA_CREATE_DMA_REGION: {
 		struct gdma_create_dma_region_resp *r = resp;
 
-		KUNIT_EXPECT_EQ(test, resp_len, sizeof(*r));
 		fw->create_regions++;
 		if (fw->create_region_err)
 			return fw->create_region_err;
@@ -105,7 +140,6 @@ static int fake_answer(struct gdma_context *gc, u32 req_len, const void *req,
 	case GDMA_CREATE_PD: {
 		struct gdma_create_pd_resp *r = resp;
 
-		KUNIT_EXPECT_EQ(test, resp_len, sizeof(*r));
 		fw->create_pds++;
 		r->pd_handle = FAKE_PD_HANDLE;
 		r->pd_id = 3;
@@ -124,7 +158,7 @@ static int fake_answer(struct gdma_context *gc, u32 req_len, const void *req,
 		u32 key;
 
 		KUNIT_EXPECT_EQ(test, req_len, sizeof(*q));
-		KUNIT_EXPECT_EQ(test, resp_len, sizeof(*r));
+		KUNIT_EXPECT_EQ(test, hdr->resp.msg_size, sizeof(*r));
 		fw->create_mrs++;
 		fw->mr_type = q->mr_type;
 		if (fw->create_mr_err)
@@ -180,8 +214,8 @@ static int fake_answer(struct gdma_context *gc, u32 req_len, const void *req,
 				break;
 			}
 		}
-		if (fw->slow_destroy && !waits && !fw->destroy_mr_err)
-			return -ETIMEDOUT;
+		if (fw->slow_destroy && !fw->destroy_mr_err)
+			return LATE;
 		return fw->destroy_mr_err;
 	}
 	default:
@@ -190,19 +224,90 @@ static int fake_answer(struct gdma_context *gc, u32 req_len, const void *req,
 	}
 }
 
-static int fake_send_request(struct gdma_context *gc, u32 req_len,
-			     const void *req, u32 resp_len, void *resp)
+static int late_answer_thread(void *data)
 {
-	return fake_answer(gc, req_len, req, resp_len, resp, false);
+	struct late_answer *a = data;
+
+	/* The test's static stubs follow this thread too */
+	current->kunit_test = a->test;
+	msleep(LATE_ANSWER_MS);
+	mana_hwc_handle_resp(a->hwc, a->len, a->rx, a->msg_id);
+	return 0;
 }
 
-static int fake_send_fence_request(struct gdma_context *gc, u32 req_len,
-				   const void *req, u32 resp_len, void *resp)
+static void late_answer_end(void *data)
 {
-	struct mana_fw *fw = kunit_get_current_test()->priv;
+	struct late_answer *a = data;
 
-	fw->fence_requests++;
-	return fake_answer(gc, req_len, req, resp_len, resp, true);
+	/* It touches the channel, which goes with the test */
+	kthread_stop_put(a->task);
+}
+
+static void answer_late(struct kunit *test, struct hwc_work_request *rx,
+			u32 len, u16 msg_id)
+{
+	struct mana_fw *fw = test->priv;
+	struct late_answer *a = &fw->late;
+	struct task_struct *task;
+
+	KUNIT_ASSERT_NULL_MSG(test, a->task, "one late answer per case");
+	*a = (struct late_answer){ .test = test, .hwc = fw->hwc, .rx = rx,
+				   .len = len, .msg_id = msg_id };
+	task = kthread_create(late_answer_thread, a, "mana_kunit_late");
+	KUNIT_ASSERT_FALSE(test, IS_ERR(task));
+	get_task_struct(task);
+	a->task = task;
+	KUNIT_ASSERT_EQ(test, kunit_add_action_or_reset(test, late_answer_end,
+							a), 0);
+	wake_up_process(task);
+}
+
+/*
+ * The HW channel's doorbell: a receive buffer given back to the device is
+ * taken as is; a request the channel sent is answered in the receive
+ * buffer of its message id, as the request's header says, at once, later
+ * or never.
+ */
+static int fake_post_and_ring(struct gdma_queue *queue,
+			      const struct gdma_wqe_request *wqe_req,
+			      struct gdma_posted_wqe_info *wqe_info)
+{
+	struct kunit *test = kunit_get_current_test();
+	struct mana_fw *fw = test->priv;
+	struct hw_channel_context *hwc = fw->hwc;
+	const struct hwc_work_request *tx;
+	const struct gdma_req_hdr *req;
+	struct hwc_work_request *rx;
+	struct gdma_resp_hdr *resp;
+	u32 len;
+	int ret;
+
+	if (queue == hwc->rxq->gdma_wq)
+		return 0;
+	KUNIT_ASSERT_PTR_EQ(test, queue, hwc->txq->gdma_wq);
+	tx = container_of(wqe_req, struct hwc_work_request, wqe_req);
+	req = tx->buf_va;
+	KUNIT_ASSERT_LT(test, req->req.hwc_msg_id, FAKE_HWC_DEPTH);
+	rx = &hwc->rxq->msg_buf->reqs[req->req.hwc_msg_id];
+	len = req->resp.msg_size;
+	KUNIT_ASSERT_GE(test, len, sizeof(*resp));
+	KUNIT_ASSERT_LE(test, len, rx->buf_len);
+	resp = rx->buf_va;
+	memset(resp, 0, len);
+	ret = fake_answer(test, tx->msg_size, req, resp);
+	resp->response.msg_type = req->req.msg_type;
+	resp->response.hwc_msg_id = req->req.hwc_msg_id;
+	resp->response.msg_size = len;
+	if (ret == -ETIMEDOUT)
+		return 0;
+	if (ret == LATE) {
+		answer_late(test, rx, len, req->req.hwc_msg_id);
+		return 0;
+	}
+	KUNIT_EXPECT_TRUE(test, !ret || ret == -EPROTO);
+	resp->status = ret ? FAKE_STATUS_FAILED : 0;
+	mana_hwc_handle_resp(hwc, len, rx, req->req.hwc_msg_id);
+	return 0;
 }
 
 static void fake_pci_stop_dma(struct mana_ib_dev *dev)
@@ -226,6 +331,76 @@ static int fatal_events(struct mana_fw *fw)
 
 static const struct ib_kunit_mr_ops mana_mr_ops;
 
+/* One of the HW channel's work queues, each message's buffer in memory */
+static struct hwc_wq *fake_hwc_wq(struct kunit *test,
+				  struct hw_channel_context *hwc,
+				  struct hwc_cq *cq, u32 id)
+{
+	struct hwc_wq *wq = kunit_kzalloc(test, sizeof(*wq), GFP_KERNEL);
+	struct hwc_dma_buf *buf;
+	unsigned int i;
+
+	KUNIT_ASSERT_NOT_NULL(test, wq);
+	wq->gdma_wq = kunit_kzalloc(test, sizeof(*wq->gdma_wq), GFP_KERNEL);
+	KUNIT_ASSERT_NOT_NULL(test, wq->gdma_wq);
+	wq->gdma_wq->id = id;
+	buf = kunit_kzalloc(test, struct_size(buf, reqs, FAKE_HWC_DEPTH),
+			    GFP_KERNEL);
+	KUNIT_ASSERT_NOT_NULL(test, buf);
+	buf->num_reqs = FAKE_HWC_DEPTH;
+	for (i = 0; i < FAKE_HWC_DEPTH; i++) {
+		buf->reqs[i].buf_va = kunit_kzalloc(test, SZ_4K, GFP_KERNEL);
+		KUNIT_ASSERT_NOT_NULL(test, buf->reqs[i].buf_va);
+		buf->reqs[i].buf_len = SZ_4K;
+	}
+	wq->msg_buf = buf;
+	wq->queue_depth = FAKE_HWC_DEPTH;
+	wq->hwc = hwc;
+	wq->hwc_cq = cq;
+	return wq;
+}
+
+/* The HW channel as mana_hwc_create_channel() leaves it, in memory */
+static struct hw_channel_context *fake_hwc(struct kunit *test,
+					   struct gdma_dev *gd)
+{
+	struct hw_channel_context *hwc;
+	struct gdma_resource *r;
+	struct hwc_cq *cq;
+	unsigned int i;
+
+	hwc = kunit_kzalloc(test, sizeof(*hwc), GFP_KERNEL);
+	KUNIT_ASSERT_NOT_NULL(test, hwc);
+	hwc->gdma_dev = gd;
+	hwc->dev = gd->gdma_context->dev;
+	hwc->num_inflight_msg = FAKE_HWC_DEPTH;
+	hwc->max_req_msg_size = SZ_4K;
+	hwc->hwc_timeout = FAKE_HWC_TIMEOUT_MS;
+	hwc->hwc_timeout_set = FAKE_HWC_TIMEOUT_MS;
+	sema_init(&hwc->sema, FAKE_HWC_DEPTH);
+	r = &hwc->inflight_msg_res;
+	spin_lock_init(&r->lock);
+	r->size = FAKE_HWC_DEPTH;
+	r->map = kunit_kcalloc(test, BITS_TO_LONGS(FAKE_HWC_DEPTH),
+			       sizeof(long), GFP_KERNEL);
+	KUNIT_ASSERT_NOT_NULL(test, r->map);
+	hwc->caller_ctx = kunit_kcalloc(test, FAKE_HWC_DEPTH,
+					sizeof(*hwc->caller_ctx), GFP_KERNEL);
+	KUNIT_ASSERT_NOT_NULL(test, hwc->caller_ctx);
+	for (i = 0; i < FAKE_HWC_DEPTH; i++)
+		init_completion(&hwc->caller_ctx[i].comp_event);
+	cq = kunit_kzalloc(test, sizeof(*cq), GFP_KERNEL);
+	KUNIT_ASSERT_NOT_NULL(test, cq);
+	cq->gdma_cq = kunit_kzalloc(test, sizeof(*cq->gdma_cq), GFP_KERNEL);
+	KUNIT_ASSERT_NOT_NULL(test, cq->gdma_cq);
+	cq->gdma_cq->id = 3;
+	cq->hwc = hwc;
+	hwc->cq = cq;
+	hwc->txq = fake_hwc_wq(test, hwc, cq, 1);
+	hwc->rxq = fake_hwc_wq(test, hwc, cq, 2);
+	return hwc;
+}
+
 static int mana_fw_init(struct kunit *test)
 {
 	struct hw_channel_context *hwc;
@@ -245,25 +420,20 @@ static int mana_fw_init(struct kunit *test)
 			   struct mana_ib_dev, ib_dev);
 	gc = kunit_kzalloc(test, sizeof(*gc), GFP_KERNEL);
 	KUNIT_ASSERT_NOT_NULL(test, gc);
-	hwc = kunit_kzalloc(test, sizeof(*hwc), GFP_KERNEL);
-	KUNIT_ASSERT_NOT_NULL(test, hwc);
 	gd = kunit_kzalloc(test, sizeof(*gd), GFP_KERNEL);
 	KUNIT_ASSERT_NOT_NULL(test, gd);
-	hwc->max_req_msg_size = SZ_4K;
-	/* As mana_hwc_create_channel() leaves it */
-	hwc->hwc_timeout = HW_CHANNEL_WAIT_RESOURCE_TIMEOUT_MS;
-	gc->hwc.driver_data = hwc;
 	gc->dev = dev->ib_dev.dma_device;
 	gd->gdma_context = gc;
+	hwc = fake_hwc(test, gd);
+	gc->hwc.driver_data = hwc;
 	dev->gdma_dev = gd;
 	dev->adapter_caps.page_size_cap = PAGE_SIZE;
 	fw->dev = dev;
+	fw->hwc = hwc;
 	ib_kunit_mr_init(test, &fw->fx, &mana_mr_ops, &dev->ib_dev);
 
-	kunit_activate_static_stub(test, mana_gd_send_request,
-				   fake_send_request);
-	kunit_activate_static_stub(test, mana_gd_send_fence_request,
-				   fake_send_fence_request);
+	kunit_activate_static_stub(test, mana_gd_post_and_ring,
+				   fake_post_and_ring);
 	kunit_activate_static_stub(test, mana_ib_pci_stop_dma,
 				   fake_pci_stop_dma);
 	return 0;
@@ -407,23 +577,28 @@ static const struct ib_kunit_mr_ops mana_mr_ops = {
 };
 
 /*
- * After a request timed out, the HW channel waits 1 ms for the next ones.
- * A device that answers the revoke's DESTROY_MR later than that, within the
- * time it set for requests, has fenced the MR: the fence request waits for
- * the answer, nothing stops, no event.
+ * A request the device does not answer times out after the time the device
+ * set for requests, and the HW channel then waits 1 ms for the next ones. A
+ * device that answers the revoke's DESTROY_MR later than that, within the
+ * time it set, has fenced the MR: the fence request waits for the answer,
+ * nothing stops, no event.
  */
 static void test_slow_fence_after_timeout(struct kunit *test)
 {
 	struct mana_fw *fw = test->priv;
 	struct dma_buf *dmabuf;
 	struct mana_ib_mr *mr;
+	int fd;
 
-	mr = reg_dmabuf_mr(test, fake_pd(test, fw),
-			   ib_kunit_mock_fd(test, MR_BYTES, 0, &dmabuf));
+	fd = ib_kunit_mock_fd(test, MR_BYTES, 0, &dmabuf);
+	fw->create_mr_err = -ETIMEDOUT;
+	KUNIT_EXPECT_EQ(test, PTR_ERR_OR_ZERO(try_reg(test, fd)), -ETIMEDOUT);
+	KUNIT_EXPECT_EQ(test, fw->hwc->hwc_timeout, 1);
+	fw->create_mr_err = 0;
+	mr = reg_dmabuf_mr(test, fake_pd(test, fw), fd);
 	fw->slow_destroy = true;
 	KUNIT_ASSERT_EQ(test, ib_kunit_mock_revoke(dmabuf), 0);
 	KUNIT_EXPECT_EQ(test, fw->destroy_mrs, 1);
-	KUNIT_EXPECT_EQ(test, fw->fence_requests, 1);
 	KUNIT_EXPECT_EQ(test, fw->stops, 0);
 	KUNIT_EXPECT_EQ(test, fatal_events(fw), 0);
 	dereg(test, mr);
@@ -768,7 +943,6 @@ static void test_dma_mr(struct kunit *test)
 	KUNIT_EXPECT_EQ(test, fw->create_regions, 0);
 	KUNIT_EXPECT_EQ(test, mana_ib_dereg_mr(ibmr, NULL), 0);
 	KUNIT_EXPECT_EQ(test, fw->destroy_mrs, 1);
-	KUNIT_EXPECT_EQ(test, fw->fence_requests, 0);
 }
 
 /*
@@ -841,31 +1015,6 @@ static void test_reg_region_fails(struct kunit *test)
 	ib_kunit_expect_mock(test, dmabuf, 0, 0, 0);
 }
 
-/*
- * How long a request waits on the HW channel (mana_hwc_wait_ms()): as long
- * as the device set; 1 ms once a request timed out, except a fence request,
- * which still waits as long as the device set; nothing in the reset cycle,
- * a fence request included.
- */
-static void test_channel_wait(struct kunit *test)
-{
-	struct hw_channel_context hwc = {
-		.hwc_timeout = 5000,
-		.hwc_timeout_set = 5000,
-	};
-
-	KUNIT_EXPECT_EQ(test, mana_hwc_wait_ms(&hwc, false), 5000);
-	KUNIT_EXPECT_EQ(test, mana_hwc_wait_ms(&hwc, true), 5000);
-	/* What mana_hwc_send_request() leaves after a timeout */
-	hwc.hwc_timeout = 1;
-	KUNIT_EXPECT_EQ(test, mana_hwc_wait_ms(&hwc, false), 1);
-	KUNIT_EXPECT_EQ(test, mana_hwc_wait_ms(&hwc, true), 5000);
-	/* What mana_serv_reset() sets */
-	hwc.hwc_timeout = 0;
-	KUNIT_EXPECT_EQ(test, mana_hwc_wait_ms(&hwc, false), 0);
-	KUNIT_EXPECT_EQ(test, mana_hwc_wait_ms(&hwc, true), 0);
-}
-
 static struct kunit_case mana_ib_dmabuf_mr_cases[] = {
 	IB_KUNIT_MR_CASE(dereg_races_revoke),
 	IB_KUNIT_MR_CASE(revoke_then_dereg),
@@ -881,7 +1030,6 @@ static struct kunit_case mana_ib_dmabuf_mr_cases[] = {
 	KUNIT_CASE(test_reg_fails),
 	KUNIT_CASE(test_reg_region_fails),
 	KUNIT_CASE(test_alloc_pd_mw1),
-	KUNIT_CASE(test_channel_wait),
 	KUNIT_CASE(test_dma_mr),
 	KUNIT_CASE(test_reg_refused_on_revoked_pd),
 	KUNIT_CASE(test_no_stale_key_in_pd),
