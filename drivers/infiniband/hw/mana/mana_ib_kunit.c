@@ -53,13 +53,16 @@ struct late_answer {
 	u16 msg_id;
 };
 
-/* What the HW channel's device saw and is to answer */
+/*
+ * What the HW channel's device saw and is to answer. The stops of the
+ * device's DMA, and whether the case's MR was mapped at the last, are the
+ * fixture's last_resorts and mapped_at_last_resort.
+ */
 struct mana_fw {
 	struct ib_kunit_mr_fixture fx;	/* first: the scenarios' */
 	struct mana_ib_dev *dev;
 	struct hw_channel_context *hwc;
 	struct late_answer late;
-	struct mana_ib_mr *mr;		/* the case's MR, for the stop stub */
 	unsigned int create_regions;
 	int create_region_err;
 	unsigned int destroy_regions;
@@ -108,8 +111,6 @@ struct mana_fw {
 	u32 stale_key;
 	u64 stale_pd_handle;
 	unsigned int stale_creates;
-	unsigned int stops;		/* mana_ib_pci_stop_dma() calls */
-	bool mapped_at_stop;
 };
 
 #define FAKE_PD_HANDLE 0x99
@@ -316,11 +317,7 @@ static void fake_pci_stop_dma(struct mana_ib_dev *dev)
 	struct mana_fw *fw = test->priv;
 
 	KUNIT_EXPECT_PTR_EQ(test, dev, fw->dev);
-	fw->stops++;
 	ib_kunit_mr_last_resort_seen(test);
-	/* The core unmaps after the callback returns */
-	fw->mapped_at_stop = fw->mr && fw->mr->umem &&
-			     to_ib_umem_dmabuf(fw->mr->umem)->sgt;
 }
 
 /* The IB_EVENT_DEVICE_FATAL events the device raised so far */
@@ -483,6 +480,7 @@ static struct ib_mr *reg_in(struct kunit *test, struct ib_pd *pd, int fd)
 {
 	struct mana_fw *fw = test->priv;
 	struct uverbs_attr_bundle *attrs;
+	struct mana_ib_mr *mr;
 	struct ib_mr *ibmr;
 
 	attrs = kunit_kzalloc(test, sizeof(*attrs), GFP_KERNEL);
@@ -492,9 +490,11 @@ static struct ib_mr *reg_in(struct kunit *test, struct ib_pd *pd, int fd)
 	if (IS_ERR(ibmr))
 		return ibmr;
 	ibmr->pd = pd;
-	fw->mr = container_of(ibmr, struct mana_ib_mr, ibmr);
-	KUNIT_ASSERT_EQ(test, kunit_add_action_or_reset(test, dereg_action,
-							fw->mr), 0);
+	/* For the stop stub, also in the cases of this suite */
+	fw->fx.mr = ibmr;
+	mr = container_of(ibmr, struct mana_ib_mr, ibmr);
+	KUNIT_ASSERT_EQ(test, kunit_add_action_or_reset(test, dereg_action, mr),
+			0);
 	return ibmr;
 }
 
@@ -513,8 +513,8 @@ static void dereg(struct kunit *test, struct mana_ib_mr *mr)
 
 	/* Runs mana_ib_dereg_mr(); its result is checked by the counts */
 	kunit_release_action(test, dereg_action, mr);
-	if (fw->mr == mr)
-		fw->mr = NULL;
+	if (fw->fx.mr == &mr->ibmr)
+		fw->fx.mr = NULL;
 }
 
 static struct ib_mr *try_reg(struct kunit *test, int fd)
@@ -531,8 +531,8 @@ static int try_dereg(struct kunit *test, struct ib_mr *ibmr)
 
 	if (!ret) {
 		kunit_remove_action(test, dereg_action, mr);
-		if (fw->mr == mr)
-			fw->mr = NULL;
+		if (fw->fx.mr == ibmr)
+			fw->fx.mr = NULL;
 	}
 	return ret;
 }
@@ -599,7 +599,7 @@ static void test_slow_fence_after_timeout(struct kunit *test)
 	fw->slow_destroy = true;
 	KUNIT_ASSERT_EQ(test, ib_kunit_mock_revoke(dmabuf), 0);
 	KUNIT_EXPECT_EQ(test, fw->destroy_mrs, 1);
-	KUNIT_EXPECT_EQ(test, fw->stops, 0);
+	KUNIT_EXPECT_EQ(test, fw->fx.last_resorts, 0);
 	KUNIT_EXPECT_EQ(test, fatal_events(fw), 0);
 	dereg(test, mr);
 	KUNIT_EXPECT_EQ(test, fw->destroy_mrs, 1);
@@ -643,7 +643,7 @@ static void test_reset_cycle_dereg(struct kunit *test)
 	fw->destroy_mr_err = -ETIMEDOUT;
 	dereg(test, mr);
 	KUNIT_EXPECT_EQ(test, fw->destroy_mrs, 1);
-	KUNIT_EXPECT_EQ(test, fw->stops, 0);
+	KUNIT_EXPECT_EQ(test, fw->fx.last_resorts, 0);
 	KUNIT_EXPECT_EQ(test, fatal_events(fw), 0);
 	ib_kunit_expect_mock(test, dmabuf, 0, 0, 0);
 }
@@ -665,12 +665,12 @@ static void test_reset_cycle_revoke(struct kunit *test)
 	fw->destroy_mr_err = -ETIMEDOUT;
 	KUNIT_ASSERT_EQ(test, ib_kunit_mock_revoke(dmabuf), 0);
 	KUNIT_EXPECT_EQ(test, fw->destroy_mrs, 1);
-	KUNIT_EXPECT_EQ(test, fw->stops, 0);
+	KUNIT_EXPECT_EQ(test, fw->fx.last_resorts, 0);
 	KUNIT_EXPECT_EQ(test, mana_pd_of(pd)->revoked_mrs, 1);
 	ib_kunit_expect_mock(test, dmabuf, 1, 0, 0);
 	dereg(test, mr);
 	KUNIT_EXPECT_EQ(test, fw->destroy_mrs, 1);
-	KUNIT_EXPECT_EQ(test, fw->stops, 0);
+	KUNIT_EXPECT_EQ(test, fw->fx.last_resorts, 0);
 	KUNIT_EXPECT_EQ(test, fatal_events(fw), 0);
 	KUNIT_EXPECT_EQ(test, mana_pd_of(pd)->revoked_mrs, 0);
 	ib_kunit_expect_mock(test, dmabuf, 0, 0, 0);
@@ -717,8 +717,8 @@ static void test_unfenced_stops(struct kunit *test)
 	fw->destroy_mr_err = c->err;
 	KUNIT_ASSERT_EQ(test, ib_kunit_mock_revoke(dmabuf), 0);
 	KUNIT_EXPECT_EQ(test, fw->destroy_mrs, 1);
-	KUNIT_EXPECT_EQ(test, fw->stops, 1);
-	KUNIT_EXPECT_TRUE(test, fw->mapped_at_stop);
+	KUNIT_EXPECT_EQ(test, fw->fx.last_resorts, 1);
+	KUNIT_EXPECT_TRUE(test, fw->fx.mapped_at_last_resort);
 	KUNIT_EXPECT_EQ(test, fatal_events(fw), 1);
 	dereg(test, mr);
 	KUNIT_EXPECT_EQ(test, fw->destroy_mrs, 1);
@@ -741,8 +741,8 @@ static void test_stop_each_event_once(struct kunit *test)
 	KUNIT_ASSERT_EQ(test, ib_kunit_mock_revoke(a_buf), 0);
 	KUNIT_ASSERT_EQ(test, ib_kunit_mock_revoke(b_buf), 0);
 	KUNIT_EXPECT_EQ(test, fw->destroy_mrs, 2);
-	KUNIT_EXPECT_EQ(test, fw->stops, 2);
-	KUNIT_EXPECT_TRUE(test, fw->mapped_at_stop);
+	KUNIT_EXPECT_EQ(test, fw->fx.last_resorts, 2);
+	KUNIT_EXPECT_TRUE(test, fw->fx.mapped_at_last_resort);
 	KUNIT_EXPECT_EQ(test, fatal_events(fw), 1);
 }
 
@@ -836,7 +836,7 @@ static void test_reg_refused_on_revoked_pd(struct kunit *test)
 	b = reg_dmabuf_mr(test, pd, b_fd);
 	KUNIT_EXPECT_EQ(test, fw->create_mrs, 4);
 	dereg(test, b);
-	KUNIT_EXPECT_EQ(test, fw->stops, 0);
+	KUNIT_EXPECT_EQ(test, fw->fx.last_resorts, 0);
 	ib_kunit_expect_mock(test, a_buf, 0, 0, 0);
 	ib_kunit_expect_mock(test, b_buf, 0, 0, 0);
 }
@@ -873,7 +873,7 @@ static void test_no_stale_key_in_pd(struct kunit *test)
 			    ib_kunit_mock_fd(test, MR_BYTES, 0, &b_buf),
 			    -EBUSY);
 	KUNIT_EXPECT_EQ(test, fw->stale_creates, 0);
-	KUNIT_EXPECT_EQ(test, fw->stops, 0);
+	KUNIT_EXPECT_EQ(test, fw->fx.last_resorts, 0);
 
 	/* Another PD: the device hands its MW A's key, which is fine there */
 	mw = alloc_mw(test, other, &err);
@@ -915,7 +915,7 @@ static void test_revoke_waits_for_create(struct kunit *test)
 	KUNIT_EXPECT_EQ(test, ib_kunit_revoker_wait(test, fw->fx.revoker), 0);
 	KUNIT_EXPECT_EQ(test, fw->destroy_mrs, 1);
 	KUNIT_EXPECT_EQ(test, fw->destroyed[0], a->mr_handle);
-	KUNIT_EXPECT_EQ(test, fw->stops, 0);
+	KUNIT_EXPECT_EQ(test, fw->fx.last_resorts, 0);
 
 	reg_dmabuf_mr_fails(test, pd,
 			    ib_kunit_mock_fd(test, MR_BYTES, 0, &c_buf),
