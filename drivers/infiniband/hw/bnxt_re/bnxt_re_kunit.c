@@ -86,6 +86,7 @@ struct bnxt_fw {
 	unsigned int pbl_stops;		/* those with its PBL still allocated */
 	struct bnxt_re_mr *fencing;	/* the MR of the last DEREGISTER_MR */
 	int dereg_rc;			/* bnxt_re_dereg_mr()'s, in dereg() */
+	bool no_owner_reset;		/* bnxt_en cannot recover a stop */
 };
 
 static struct dma_resv *mr_resv(struct bnxt_re_mr *mr)
@@ -268,6 +269,14 @@ static void fake_pci_stop_dma(struct bnxt_re_dev *rdev)
 		fw->pbl_stops++;
 }
 
+/* Whether bnxt_en has a firmware reset to undo a stop */
+static bool fake_can_stop_dma(struct bnxt_re_dev *rdev)
+{
+	struct bnxt_fw *fw = kunit_get_current_test()->priv;
+
+	return !fw->no_owner_reset;
+}
+
 /* The IB_EVENT_DEVICE_FATAL events the device raised so far */
 static int fatal_events(struct bnxt_fw *fw)
 {
@@ -342,6 +351,8 @@ static int bnxt_fw_init(struct kunit *test)
 				   fake_send_message);
 	kunit_activate_static_stub(test, bnxt_re_pci_stop_dma,
 				   fake_pci_stop_dma);
+	kunit_activate_static_stub(test, bnxt_re_can_stop_dma,
+				   fake_can_stop_dma);
 	return 0;
 }
 
@@ -636,6 +647,28 @@ static void test_reg_fails(struct kunit *test)
 	KUNIT_EXPECT_EQ(test, fw->ncmds, 3);
 }
 
+/*
+ * bnxt_en has no firmware reset that would undo a stop (no error recovery
+ * from the firmware): a revocable registration is refused with -EOPNOTSUPP
+ * before anything is attached or sent, rather than a failed fence later
+ * stopping the function for good.
+ */
+static void test_reg_refused_without_owner_reset(struct kunit *test)
+{
+	struct bnxt_fw *fw = test->priv;
+	struct dma_buf *dmabuf;
+	struct ib_mr *ib_mr;
+	int fd;
+
+	fd = ib_kunit_mock_fd(test, MR_BYTES, 0, &dmabuf);
+	fw->no_owner_reset = true;
+	ib_mr = try_reg(test, fd);
+	KUNIT_EXPECT_EQ(test, PTR_ERR_OR_ZERO(ib_mr), -EOPNOTSUPP);
+	KUNIT_EXPECT_EQ(test, fw->ncmds, 0);
+	ib_kunit_expect_mock(test, dmabuf, 0, 0, 0);
+	KUNIT_EXPECT_EQ(test, fw->stops, 0);
+}
+
 /* ALLOCATE_MRW fails: -EIO, nothing else sent, nothing attached. */
 static void test_alloc_fails(struct kunit *test)
 {
@@ -835,6 +868,7 @@ static struct kunit_case bnxt_re_dmabuf_mr_cases[] = {
 	IB_KUNIT_MR_CASE(dereg_fence_fails),
 	KUNIT_CASE(test_reg_fails),
 	KUNIT_CASE(test_alloc_fails),
+	KUNIT_CASE(test_reg_refused_without_owner_reset),
 	KUNIT_CASE(test_reg_on_alloc_mr_firmware),
 	KUNIT_CASE(test_dereg_retry),
 	KUNIT_CASE(test_revoke_detached_fatal),

@@ -28,6 +28,7 @@
 #include <linux/dma-buf.h>
 #include <linux/kthread.h>
 #include <linux/slab.h>
+#include <linux/swait.h>
 #include <rdma/ib_kunit_helpers.h>
 #include <rdma/ib_kunit_mr.h>
 #include <rdma/ib_umem.h>
@@ -37,8 +38,12 @@
 
 /* The HW channel's depth, and how long the device set requests to take */
 #define FAKE_HWC_DEPTH 4
-#define FAKE_HWC_TIMEOUT_MS 300
-/* A late answer comes this long after the request was posted */
+#define FAKE_HWC_TIMEOUT_MS 1000
+/*
+ * A late answer comes this long after its request was seen waiting: longer
+ * than the 1 ms the channel cuts its waits to after a timeout, well within
+ * the time the device set
+ */
 #define LATE_ANSWER_MS 30
 /* The status of an answer that fails a request */
 #define FAKE_STATUS_FAILED 0x2
@@ -51,6 +56,7 @@ struct late_answer {
 	struct hwc_work_request *rx;
 	u32 len;
 	u16 msg_id;
+	bool seen_waiting;	/* the request was waiting for it */
 };
 
 /*
@@ -80,8 +86,8 @@ struct mana_fw {
 	int create_mr_err;
 	int destroy_mr_err;
 	/*
-	 * The device answers DESTROY_MR LATE_ANSWER_MS after it was posted:
-	 * later than the 1 ms the HW channel waits after a timeout, within
+	 * The device answers DESTROY_MR LATE_ANSWER_MS after the request was
+	 * seen waiting: later than the 1 ms the HW channel waits after a timeout, within
 	 * the time the device set for requests, which only
 	 * mana_gd_send_fence_request() still waits.
 	 */
@@ -229,8 +235,15 @@ static int late_answer_thread(void *data)
 {
 	struct late_answer *a = data;
 
+	struct completion *comp = &a->hwc->caller_ctx[a->msg_id].comp_event;
+	unsigned long end = jiffies + msecs_to_jiffies(FAKE_HWC_TIMEOUT_MS);
+
 	/* The test's static stubs follow this thread too */
 	current->kunit_test = a->test;
+	/* Late for sure: once the request waits, and past the channel's cut */
+	while (!swait_active(&comp->wait) && time_before(jiffies, end))
+		usleep_range(100, 200);
+	a->seen_waiting = swait_active(&comp->wait);
 	msleep(LATE_ANSWER_MS);
 	mana_hwc_handle_resp(a->hwc, a->len, a->rx, a->msg_id);
 	return 0;
@@ -581,7 +594,8 @@ static const struct ib_kunit_mr_ops mana_mr_ops = {
  * set for requests, and the HW channel then waits 1 ms for the next ones. A
  * device that answers the revoke's DESTROY_MR later than that, within the
  * time it set, has fenced the MR: the fence request waits for the answer,
- * nothing stops, no event.
+ * nothing stops, no event. Forced: the answer comes LATE_ANSWER_MS after
+ * the request was seen waiting for it.
  */
 static void test_slow_fence_after_timeout(struct kunit *test)
 {
@@ -598,6 +612,8 @@ static void test_slow_fence_after_timeout(struct kunit *test)
 	mr = reg_dmabuf_mr(test, fake_pd(test, fw), fd);
 	fw->slow_destroy = true;
 	KUNIT_ASSERT_EQ(test, ib_kunit_mock_revoke(dmabuf), 0);
+	KUNIT_EXPECT_TRUE_MSG(test, fw->late.seen_waiting,
+			      "the answer came before the request waited");
 	KUNIT_EXPECT_EQ(test, fw->destroy_mrs, 1);
 	KUNIT_EXPECT_EQ(test, fw->fx.last_resorts, 0);
 	KUNIT_EXPECT_EQ(test, fatal_events(fw), 0);
