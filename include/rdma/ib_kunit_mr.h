@@ -19,6 +19,7 @@
 
 struct dma_buf;
 struct ib_mr;
+struct ib_udata;
 struct ib_umem;
 
 /**
@@ -38,9 +39,8 @@ enum ib_kunit_fence {
  * struct ib_kunit_mr_ops - What a driver's suite tells the scenarios
  * @mr_bytes: the length of the MRs the scenarios register
  * @try_reg: register a dma-buf MR of @mr_bytes on @fd; return it or an
- *	ERR_PTR. A registered MR is deregistered when the case ends unless
- *	@dereg did.
- * @dereg: deregister @mr; 0 means it is gone
+ *	ERR_PTR. The scenarios track what it returns (ib_kunit_mr_track()).
+ * @dereg: the driver's dereg verb; 0 means the MR is gone
  * @umem: the MR's dma-buf umem
  * @fence_key: the key (or handle) the fence command of @mr names
  * @answer_fence: how the device answers the fences from now on
@@ -66,7 +66,7 @@ enum ib_kunit_fence {
 struct ib_kunit_mr_ops {
 	u64 mr_bytes;
 	struct ib_mr *(*try_reg)(struct kunit *test, int fd);
-	int (*dereg)(struct kunit *test, struct ib_mr *mr);
+	int (*dereg)(struct ib_mr *mr, struct ib_udata *udata);
 	struct ib_umem *(*umem)(struct ib_mr *mr);
 	u64 (*fence_key)(struct ib_mr *mr);
 	void (*answer_fence)(struct kunit *test, enum ib_kunit_fence answer);
@@ -86,7 +86,7 @@ struct ib_kunit_mr_ops {
  * struct ib_kunit_mr_fixture - What the scenarios count
  * @ops: the driver's
  * @events: the async events of the device
- * @mr: the scenario's MR, while registered
+ * @mr: the MR tracked last (ib_kunit_mr_track()), while registered
  * @fences: fence commands that reached the device
  * @fence_keys: the keys of the first of them
  * @last_resorts: the driver's resets or stops of the device
@@ -114,6 +114,8 @@ struct ib_kunit_mr_fixture {
 void ib_kunit_mr_init(struct kunit *test, struct ib_kunit_mr_fixture *fx,
 		      const struct ib_kunit_mr_ops *ops,
 		      struct ib_device *ibdev);
+void ib_kunit_mr_track(struct kunit *test, struct ib_mr *mr);
+int ib_kunit_mr_dereg(struct kunit *test, struct ib_mr *mr);
 void ib_kunit_mr_fence_seen(struct kunit *test, u64 key);
 void ib_kunit_mr_last_resort_seen(struct kunit *test);
 

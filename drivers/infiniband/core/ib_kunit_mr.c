@@ -9,6 +9,7 @@
  * attachment, pin and mapping gone when the MR is.
  */
 
+#include <kunit/test-bug.h>
 #include <kunit/test.h>
 #include <linux/dma-buf.h>
 #include <linux/module.h>
@@ -40,6 +41,60 @@ void ib_kunit_mr_init(struct kunit *test, struct ib_kunit_mr_fixture *fx,
 	ib_kunit_expect_no_mock_leaks(test);
 }
 EXPORT_SYMBOL_GPL(ib_kunit_mr_init);
+
+/* The case ends with the MR still registered: its dereg must succeed now */
+static void end_dereg(void *data)
+{
+	struct kunit *test = kunit_get_current_test();
+	struct ib_kunit_mr_fixture *fx = fixture(test);
+	struct ib_mr *mr = data;
+
+	KUNIT_EXPECT_EQ_MSG(test, fx->ops->dereg(mr, NULL), 0,
+			    "dereg at the end of the case");
+	if (fx->mr == mr)
+		fx->mr = NULL;
+}
+
+/**
+ * ib_kunit_mr_track() - An MR the case registered
+ * @test: the case
+ * @mr: the MR, registered with the driver's own verb
+ *
+ * @mr becomes the fixture's MR, the one the last resort's stub looks at,
+ * and is deregistered (with the ops table's dereg, expected to succeed)
+ * when the case ends unless ib_kunit_mr_dereg() did.
+ */
+void ib_kunit_mr_track(struct kunit *test, struct ib_mr *mr)
+{
+	struct ib_kunit_mr_fixture *fx = fixture(test);
+
+	KUNIT_ASSERT_EQ(test, kunit_add_action_or_reset(test, end_dereg, mr),
+			0);
+	fx->mr = mr;
+}
+EXPORT_SYMBOL_GPL(ib_kunit_mr_track);
+
+/**
+ * ib_kunit_mr_dereg() - Deregister an MR ib_kunit_mr_track() tracks
+ * @test: the case
+ * @mr: the MR
+ *
+ * Return: what the driver's dereg returned. On 0 the MR is gone and no
+ * longer tracked; otherwise it stays, for a later dereg or the case's end.
+ */
+int ib_kunit_mr_dereg(struct kunit *test, struct ib_mr *mr)
+{
+	struct ib_kunit_mr_fixture *fx = fixture(test);
+	int ret = fx->ops->dereg(mr, NULL);
+
+	if (ret)
+		return ret;
+	kunit_remove_action(test, end_dereg, mr);
+	if (fx->mr == mr)
+		fx->mr = NULL;
+	return 0;
+}
+EXPORT_SYMBOL_GPL(ib_kunit_mr_dereg);
 
 /**
  * ib_kunit_mr_fence_seen() - A fence command reached the stubbed device
@@ -141,20 +196,10 @@ static struct ib_mr *reg(struct kunit *test, struct dma_buf **dmabuf)
 	fd = ib_kunit_mock_fd(test, fx->ops->mr_bytes, 0, dmabuf);
 	mr = fx->ops->try_reg(test, fd);
 	KUNIT_ASSERT_FALSE_MSG(test, IS_ERR(mr), "registration: %pe", mr);
-	fx->mr = mr;
+	ib_kunit_mr_track(test, mr);
 	KUNIT_EXPECT_EQ(test, fx->fences, 0);
 	ib_kunit_expect_mock(test, *dmabuf, 1, 1, 1);
 	return mr;
-}
-
-static int dereg(struct kunit *test, struct ib_mr *mr)
-{
-	struct ib_kunit_mr_fixture *fx = fixture(test);
-	int ret = fx->ops->dereg(test, mr);
-
-	if (!ret)
-		fx->mr = NULL;
-	return ret;
 }
 
 static void expect_key(struct kunit *test, u64 key, bool in_use)
@@ -186,7 +231,7 @@ void ib_kunit_mr_revoke_then_dereg(struct kunit *test)
 	expect_key(test, key, true);
 	ib_kunit_expect_mock(test, dmabuf, 1, 0, 0);
 
-	KUNIT_EXPECT_EQ(test, dereg(test, mr), 0);
+	KUNIT_EXPECT_EQ(test, ib_kunit_mr_dereg(test, mr), 0);
 	KUNIT_EXPECT_EQ(test, fx->fences, 1);
 	expect_key(test, key, false);
 	KUNIT_EXPECT_EQ(test, fatal_events(fx), 0);
@@ -207,7 +252,7 @@ void ib_kunit_mr_dereg_disarms(struct kunit *test)
 
 	mr = reg(test, &dmabuf);
 	key = fx->ops->fence_key(mr);
-	KUNIT_EXPECT_EQ(test, dereg(test, mr), 0);
+	KUNIT_EXPECT_EQ(test, ib_kunit_mr_dereg(test, mr), 0);
 	KUNIT_EXPECT_EQ(test, fx->fences, 1);
 	KUNIT_EXPECT_EQ(test, fx->fence_keys[0], key);
 	expect_key(test, key, false);
@@ -249,7 +294,7 @@ void ib_kunit_mr_revoke_fence_fails(struct kunit *test)
 	fences = fx->fences;
 	if (fx->ops->recover)
 		fx->ops->recover(test);
-	KUNIT_EXPECT_EQ(test, dereg(test, mr), 0);
+	KUNIT_EXPECT_EQ(test, ib_kunit_mr_dereg(test, mr), 0);
 	expect_no_fence_since(test, fences);
 	KUNIT_EXPECT_EQ(test, fx->last_resorts, 1);
 	KUNIT_EXPECT_EQ(test, fatal_events(fx), fatal_after_last_resort(fx));
@@ -275,7 +320,7 @@ void ib_kunit_mr_dereg_fence_fails(struct kunit *test)
 
 	mr = reg(test, &dmabuf);
 	fx->ops->answer_fence(test, IB_KUNIT_FENCE_GONE);
-	ret = dereg(test, mr);
+	ret = ib_kunit_mr_dereg(test, mr);
 	KUNIT_EXPECT_EQ(test, ret, fx->ops->dereg_gone_errno);
 	KUNIT_EXPECT_GE(test, fx->fences, 1);
 	KUNIT_EXPECT_EQ(test, fx->last_resorts, 1);
@@ -286,7 +331,7 @@ void ib_kunit_mr_dereg_fence_fails(struct kunit *test)
 		ib_kunit_expect_mock(test, dmabuf, 1, 0, 0);
 		KUNIT_ASSERT_NOT_NULL(test, fx->ops->recover);
 		fx->ops->recover(test);
-		KUNIT_EXPECT_EQ(test, dereg(test, mr), 0);
+		KUNIT_EXPECT_EQ(test, ib_kunit_mr_dereg(test, mr), 0);
 		expect_no_fence_since(test, fences);
 		fences = fx->fences;
 	}
@@ -314,7 +359,8 @@ void ib_kunit_mr_dereg_refused_keeps_mr(struct kunit *test)
 	mr = reg(test, &dmabuf);
 	key = fx->ops->fence_key(mr);
 	fx->ops->answer_fence(test, IB_KUNIT_FENCE_REFUSED);
-	KUNIT_EXPECT_EQ(test, dereg(test, mr), fx->ops->dereg_refused_errno);
+	KUNIT_EXPECT_EQ(test, ib_kunit_mr_dereg(test, mr),
+			fx->ops->dereg_refused_errno);
 	KUNIT_ASSERT_PTR_EQ(test, fx->mr, mr);
 	KUNIT_EXPECT_EQ(test, fx->fences, 1);
 	KUNIT_EXPECT_EQ(test, fx->last_resorts, 0);
@@ -323,7 +369,7 @@ void ib_kunit_mr_dereg_refused_keeps_mr(struct kunit *test)
 	ib_kunit_expect_mock(test, dmabuf, 1, 1, 1);
 
 	fx->ops->answer_fence(test, IB_KUNIT_FENCE_DONE);
-	KUNIT_EXPECT_EQ(test, dereg(test, mr), 0);
+	KUNIT_EXPECT_EQ(test, ib_kunit_mr_dereg(test, mr), 0);
 	KUNIT_EXPECT_EQ(test, fx->fences, 2);
 	KUNIT_EXPECT_EQ(test, fx->fence_keys[1], key);
 	KUNIT_EXPECT_EQ(test, fx->last_resorts, 0);
@@ -348,6 +394,8 @@ void ib_kunit_mr_reg_fails(struct kunit *test)
 	fd = ib_kunit_mock_fd(test, fx->ops->mr_bytes, 0, &dmabuf);
 	fx->ops->fail_reg(test);
 	mr = fx->ops->try_reg(test, fd);
+	if (!IS_ERR(mr))
+		ib_kunit_mr_track(test, mr);
 	KUNIT_EXPECT_EQ(test, PTR_ERR_OR_ZERO(mr), fx->ops->reg_fails_errno);
 	ib_kunit_expect_mock(test, dmabuf, 0, 0, 0);
 	fences = fx->fences;
@@ -377,7 +425,7 @@ void ib_kunit_mr_dereg_races_revoke(struct kunit *test)
 	key = fx->ops->fence_key(mr);
 	ib_kunit_watch_revoke(test, fx->ops->umem(mr), &fx->watch);
 	fx->race_revoke = dmabuf;
-	KUNIT_EXPECT_EQ(test, dereg(test, mr), 0);
+	KUNIT_EXPECT_EQ(test, ib_kunit_mr_dereg(test, mr), 0);
 	KUNIT_EXPECT_EQ(test, ib_kunit_revoker_wait(test, fx->revoker), 0);
 	KUNIT_EXPECT_EQ(test, fx->fences, 1);
 	KUNIT_EXPECT_EQ(test, fx->fence_keys[0], key);

@@ -15,8 +15,9 @@
  * PCI half of the last resort, bnxt_re_pci_stop_dma(), is stubbed too (the
  * PCI function exists for the DMA API only): the stub records whether the
  * memory of the MR being fenced was still mapped when it ran, and whether
- * its page list (PBL) was still allocated. The IB_EVENT_DEVICE_FATAL events
- * the driver raises are counted.
+ * its page list (PBL) was still allocated. So is bnxt_re_can_stop_dma(),
+ * whose answer (whether bnxt_en can recover a stop) a case chooses. The
+ * IB_EVENT_DEVICE_FATAL events the driver raises are counted.
  *
  * The scenarios every driver shares are ib_kunit_mr's, run on bnxt_re
  * through the ops table below, with the stop as the last resort and a
@@ -85,7 +86,6 @@ struct bnxt_fw {
 	unsigned int mapped_stops;	/* those with the fenced MR still mapped */
 	unsigned int pbl_stops;		/* those with its PBL still allocated */
 	struct bnxt_re_mr *fencing;	/* the MR of the last DEREGISTER_MR */
-	int dereg_rc;			/* bnxt_re_dereg_mr()'s, in dereg() */
 	bool no_owner_reset;		/* bnxt_en cannot recover a stop */
 };
 
@@ -375,15 +375,16 @@ static void forget_mr(struct bnxt_fw *fw, struct bnxt_re_mr *mr)
 }
 
 /* Deregister at the end of a case that did not, also if it failed */
-static void dereg_action(void *data)
+/* bnxt_re_dereg_mr(); the stubs forget an MR it freed */
+static int ops_dereg(struct ib_mr *ib_mr, struct ib_udata *udata)
 {
-	struct bnxt_re_mr *mr = data;
-	struct kunit *test = kunit_get_current_test();
-	struct bnxt_fw *fw = test->priv;
+	struct bnxt_fw *fw = kunit_get_current_test()->priv;
+	struct bnxt_re_mr *mr = container_of(ib_mr, struct bnxt_re_mr, ib_mr);
+	int rc = bnxt_re_dereg_mr(ib_mr, udata);
 
-	fw->dereg_rc = bnxt_re_dereg_mr(&mr->ib_mr, NULL);
-	if (!fw->dereg_rc)
+	if (!rc)
 		forget_mr(fw, mr);
+	return rc;
 }
 
 static struct ib_mr *try_reg_bytes(struct kunit *test, int fd, u64 bytes)
@@ -402,8 +403,8 @@ static struct ib_mr *try_reg(struct kunit *test, int fd)
 	return try_reg_bytes(test, fd, MR_BYTES);
 }
 
-/* A registered MR: the stubs know it, and the case's end deregisters it */
-static struct bnxt_re_mr *track_mr(struct kunit *test, struct ib_mr *ib_mr)
+/* A registered MR, which the stubs are to know */
+static struct bnxt_re_mr *know_mr(struct kunit *test, struct ib_mr *ib_mr)
 {
 	struct bnxt_fw *fw = test->priv;
 	struct bnxt_re_mr *mr;
@@ -418,8 +419,6 @@ static struct bnxt_re_mr *track_mr(struct kunit *test, struct ib_mr *ib_mr)
 	fw->mrs[i] = mr;
 	/* Until a DEREGISTER_MR says which, a stop is for the last MR */
 	fw->fencing = mr;
-	KUNIT_ASSERT_EQ(test, kunit_add_action_or_reset(test, dereg_action,
-							mr), 0);
 	return mr;
 }
 
@@ -432,7 +431,9 @@ static struct bnxt_re_mr *reg_dmabuf_mr_bytes(struct kunit *test, int fd,
 
 	ib_mr = try_reg_bytes(test, fd, bytes);
 	KUNIT_ASSERT_FALSE_MSG(test, IS_ERR(ib_mr), "reg: %pe", ib_mr);
-	mr = track_mr(test, ib_mr);
+	mr = know_mr(test, ib_mr);
+	/* The case's end deregisters it unless the case did */
+	ib_kunit_mr_track(test, ib_mr);
 
 	/* A key from ALLOCATE_MRW, registered with REGISTER_MR, both ways */
 	KUNIT_ASSERT_GE(test, fw->ncmds, 2);
@@ -451,37 +452,23 @@ static struct bnxt_re_mr *reg_dmabuf_mr(struct kunit *test, int fd)
 /* bnxt_re_dereg_mr(), which may fail: the MR then stays for dereg() */
 static int try_dereg(struct kunit *test, struct bnxt_re_mr *mr)
 {
-	int rc = bnxt_re_dereg_mr(&mr->ib_mr, NULL);
-
-	if (!rc) {
-		/* Freed: not again at the end of the case */
-		kunit_remove_action(test, dereg_action, mr);
-		forget_mr(test->priv, mr);
-	}
-	return rc;
+	return ib_kunit_mr_dereg(test, &mr->ib_mr);
 }
 
 /* bnxt_re_dereg_mr(), which must succeed */
 static void dereg(struct kunit *test, struct bnxt_re_mr *mr)
 {
-	struct bnxt_fw *fw = test->priv;
-
-	kunit_release_action(test, dereg_action, mr);
-	KUNIT_EXPECT_EQ(test, fw->dereg_rc, 0);
+	KUNIT_EXPECT_EQ(test, try_dereg(test, mr), 0);
 }
 
+/* The stubs know it; the scenarios track it */
 static struct ib_mr *ops_try_reg(struct kunit *test, int fd)
 {
 	struct ib_mr *ib_mr = try_reg(test, fd);
 
 	if (!IS_ERR(ib_mr))
-		track_mr(test, ib_mr);
+		know_mr(test, ib_mr);
 	return ib_mr;
-}
-
-static int ops_dereg(struct kunit *test, struct ib_mr *ib_mr)
-{
-	return try_dereg(test, container_of(ib_mr, struct bnxt_re_mr, ib_mr));
 }
 
 static struct ib_umem *mr_umem(struct ib_mr *ib_mr)

@@ -38,7 +38,6 @@
 struct efa_fw {
 	struct ib_kunit_mr_fixture fx;	/* first: the scenarios' */
 	struct efa_dev *dev;
-	struct efa_mr *mr;		/* the case's MR, once registered */
 	unsigned int reg_mrs;
 	unsigned int dereg_mrs;
 	u32 dereg_key[8];		/* the keys of the first DEREG_MRs */
@@ -65,9 +64,7 @@ struct efa_fw {
 	 */
 	struct dma_buf *revoke_in_reg;
 	struct efa_pd *reg_pd;
-	unsigned int resets;		/* efa_reset_device() calls */
-	bool mapped_at_reset;		/* the MR's memory, at the last one */
-	int reset_err;			/* their result */
+	int reset_err;			/* efa_reset_device()'s result */
 	unsigned int stops;		/* efa_pci_stop_dma() calls */
 	unsigned int resets_at_stop;	/* resets before the last stop */
 	bool mapped_at_stop;		/* the MR's memory, at the last stop */
@@ -154,9 +151,15 @@ static int fake_exec_on_device(struct efa_com_admin_queue *aq, u8 opcode,
 	}
 }
 
+/* The fixture's MR, still mapped for the device */
 static bool mr_mapped(struct efa_fw *fw)
 {
-	return fw->mr && fw->mr->umem && to_ib_umem_dmabuf(fw->mr->umem)->sgt;
+	struct efa_mr *mr;
+
+	if (!fw->fx.mr)
+		return false;
+	mr = container_of(fw->fx.mr, struct efa_mr, ibmr);
+	return mr->umem && to_ib_umem_dmabuf(mr->umem)->sgt;
 }
 
 static int fake_reset_device(struct efa_dev *dev, int reason)
@@ -168,9 +171,7 @@ static int fake_reset_device(struct efa_dev *dev, int reason)
 	/* No command reaches the device while it resets */
 	KUNIT_EXPECT_FALSE(test, test_bit(EFA_AQ_STATE_RUNNING_BIT,
 					  &dev->edev.aq.state));
-	fw->resets++;
 	ib_kunit_mr_last_resort_seen(test);
-	fw->mapped_at_reset = mr_mapped(fw);
 	return fw->reset_err;
 }
 
@@ -181,7 +182,7 @@ static void fake_pci_stop_dma(struct efa_dev *dev)
 
 	KUNIT_EXPECT_PTR_EQ(test, dev, fw->dev);
 	fw->stops++;
-	fw->resets_at_stop = fw->resets;
+	fw->resets_at_stop = fw->fx.last_resorts;
 	/* The core unmaps after the callback returns, dereg after this. */
 	fw->mapped_at_stop = mr_mapped(fw);
 }
@@ -263,7 +264,6 @@ static struct ib_pd *fake_pd(struct kunit *test, struct efa_dev *dev, u16 pdn)
  */
 static struct ib_mr *reg_in(struct kunit *test, struct ib_pd *pd, int fd)
 {
-	struct efa_fw *fw = test->priv;
 	struct uverbs_attr_bundle *attrs;
 	struct ib_mr *ibmr;
 
@@ -275,56 +275,30 @@ static struct ib_mr *reg_in(struct kunit *test, struct ib_pd *pd, int fd)
 		return ibmr;
 	ibmr->device = pd->device;
 	ibmr->pd = pd;
-	fw->mr = container_of(ibmr, struct efa_mr, ibmr);
 	return ibmr;
 }
 
+/* Registered, and deregistered at the end of the case unless it was */
 static struct efa_mr *reg_dmabuf_mr(struct kunit *test, struct ib_pd *pd,
 				    int fd)
 {
 	struct ib_mr *ibmr = reg_in(test, pd, fd);
 
 	KUNIT_ASSERT_FALSE_MSG(test, IS_ERR(ibmr), "reg: %pe", ibmr);
+	ib_kunit_mr_track(test, ibmr);
 	return container_of(ibmr, struct efa_mr, ibmr);
 }
 
 static void dereg(struct kunit *test, struct efa_mr *mr)
 {
-	struct efa_fw *fw = test->priv;
-
-	KUNIT_EXPECT_EQ(test, efa_dereg_mr(&mr->ibmr, NULL), 0);
-	fw->mr = NULL;
-}
-
-/* The scenarios' MR, if they did not deregister it */
-static void dereg_action(void *data)
-{
-	KUNIT_EXPECT_EQ(kunit_get_current_test(), efa_dereg_mr(data, NULL), 0);
+	KUNIT_EXPECT_EQ(test, ib_kunit_mr_dereg(test, &mr->ibmr), 0);
 }
 
 static struct ib_mr *try_reg(struct kunit *test, int fd)
 {
 	struct efa_fw *fw = test->priv;
-	struct ib_mr *ibmr = reg_in(test, fake_pd(test, fw->dev, 1), fd);
-	int ret;
 
-	if (IS_ERR(ibmr))
-		return ibmr;
-	ret = kunit_add_action_or_reset(test, dereg_action, ibmr);
-	KUNIT_ASSERT_EQ(test, ret, 0);
-	return ibmr;
-}
-
-static int try_dereg(struct kunit *test, struct ib_mr *ibmr)
-{
-	struct efa_fw *fw = test->priv;
-	int ret = efa_dereg_mr(ibmr, NULL);
-
-	if (!ret) {
-		kunit_remove_action(test, dereg_action, ibmr);
-		fw->mr = NULL;
-	}
-	return ret;
+	return reg_in(test, fake_pd(test, fw->dev, 1), fd);
 }
 
 static struct ib_umem *mr_umem(struct ib_mr *ibmr)
@@ -357,7 +331,7 @@ static void fail_reg(struct kunit *test)
 static const struct ib_kunit_mr_ops efa_mr_ops = {
 	.mr_bytes = MR_BYTES,
 	.try_reg = try_reg,
-	.dereg = try_dereg,
+	.dereg = efa_dereg_mr,
 	.umem = mr_umem,
 	.fence_key = mr_fence_key,
 	.answer_fence = answer_fence,
@@ -386,7 +360,7 @@ static void test_reset_fails_stops_dma(struct kunit *test)
 	fw->dereg_times_out = true;
 	fw->reset_err = -ETIME;
 	KUNIT_ASSERT_EQ(test, ib_kunit_mock_revoke(dmabuf), 0);
-	KUNIT_EXPECT_EQ(test, fw->resets, 1);
+	KUNIT_EXPECT_EQ(test, fw->fx.last_resorts, 1);
 	KUNIT_EXPECT_EQ(test, fw->stops, 1);
 	KUNIT_EXPECT_EQ(test, fw->resets_at_stop, 1);
 	KUNIT_EXPECT_TRUE(test, fw->mapped_at_stop);
@@ -439,7 +413,7 @@ static void test_fence_busy_retried(struct kunit *test)
 	fw->dereg_fails = 2;
 	dereg(test, mr);
 	KUNIT_EXPECT_EQ(test, fw->dereg_mrs, 3);
-	KUNIT_EXPECT_EQ(test, fw->resets, 0);
+	KUNIT_EXPECT_EQ(test, fw->fx.last_resorts, 0);
 	KUNIT_EXPECT_EQ(test, fatal_events(fw), 0);
 	ib_kunit_expect_mock(test, dmabuf, 0, 0, 0);
 }
@@ -471,13 +445,13 @@ static void test_fence_enomem_bounded(struct kunit *test)
 	fences = fw->dereg_mrs;
 	KUNIT_EXPECT_GE(test, fences, 2);
 	KUNIT_EXPECT_LE(test, (s64)fences, waited_ms + 1);
-	KUNIT_EXPECT_EQ(test, fw->resets, 1);
+	KUNIT_EXPECT_EQ(test, fw->fx.last_resorts, 1);
 	KUNIT_EXPECT_EQ(test, fw->stops, 0);
 	KUNIT_EXPECT_EQ(test, fatal_events(fw), 1);
-	KUNIT_EXPECT_TRUE(test, fw->mapped_at_reset);
+	KUNIT_EXPECT_TRUE(test, fw->fx.mapped_at_last_resort);
 	dereg(test, mr);
 	KUNIT_EXPECT_EQ(test, fw->dereg_mrs, fences);
-	KUNIT_EXPECT_EQ(test, fw->resets, 1);
+	KUNIT_EXPECT_EQ(test, fw->fx.last_resorts, 1);
 	ib_kunit_expect_mock(test, dmabuf, 0, 0, 0);
 }
 
@@ -501,14 +475,14 @@ static void test_reset_once(struct kunit *test)
 	KUNIT_ASSERT_EQ(test, ib_kunit_mock_revoke(a_buf), 0);
 	KUNIT_ASSERT_EQ(test, ib_kunit_mock_revoke(b_buf), 0);
 	KUNIT_EXPECT_EQ(test, fw->dereg_mrs, 1);
-	KUNIT_EXPECT_EQ(test, fw->resets, 1);
+	KUNIT_EXPECT_EQ(test, fw->fx.last_resorts, 1);
 	KUNIT_EXPECT_EQ(test, fw->stops, 0);
 	KUNIT_EXPECT_EQ(test, fatal_events(fw), 1);
 	KUNIT_EXPECT_FALSE(test, admin_running(fw));
 	dereg(test, a);
 	dereg(test, b);
 	KUNIT_EXPECT_EQ(test, fw->dereg_mrs, 1);
-	KUNIT_EXPECT_EQ(test, fw->resets, 1);
+	KUNIT_EXPECT_EQ(test, fw->fx.last_resorts, 1);
 }
 
 /* A dma-buf MR registration that is expected to fail with @err */
@@ -520,7 +494,7 @@ static void reg_dmabuf_mr_fails(struct kunit *test, struct ib_pd *pd,
 	KUNIT_EXPECT_EQ(test, PTR_ERR_OR_ZERO(ibmr), err);
 	/* Not to leave it registered */
 	if (!IS_ERR(ibmr))
-		dereg(test, container_of(ibmr, struct efa_mr, ibmr));
+		ib_kunit_mr_track(test, ibmr);
 }
 
 /*
@@ -672,7 +646,7 @@ static void test_dereg_runs_callback(struct kunit *test)
 			fw->fx.watch.calls_elsewhere, 1);
 	KUNIT_EXPECT_EQ(test, fw->dereg_mrs, 1);
 	KUNIT_EXPECT_EQ(test, efa_pd_of(pd)->revoked_mrs, 0);
-	KUNIT_EXPECT_EQ(test, fw->resets, 0);
+	KUNIT_EXPECT_EQ(test, fw->fx.last_resorts, 0);
 	KUNIT_EXPECT_EQ(test, fw->stops, 0);
 	ib_kunit_expect_mock(test, dmabuf, 0, 0, 0);
 }

@@ -38,7 +38,6 @@ struct ionic_fw {
 	struct ionic_ibdev *dev;
 	struct ionic_aq aq;		/* the device's one admin queue */
 	struct ionic_aq *aq_vec[1];
-	struct ionic_mr *mr;		/* the case's MR, for the reset stub */
 	unsigned int create_mrs;
 	unsigned int destroy_mrs;	/* sent to the device */
 	unsigned int killed_cmds;	/* completed locally, queue killed */
@@ -46,14 +45,7 @@ struct ionic_fw {
 	u32 destroyed[4];		/* and of the first DESTROY_MRs */
 	bool create_mr_err;		/* answer with an error CQE */
 	bool destroy_mr_err;
-	unsigned int resets;		/* ionic_rdma_reset_devcmd() calls */
-	bool mapped_at_reset;
 };
-
-static bool mr_mapped(struct ionic_fw *fw)
-{
-	return fw->mr && fw->mr->umem && to_ib_umem_dmabuf(fw->mr->umem)->sgt;
-}
 
 static void fake_admin_post(struct ionic_ibdev *dev, struct ionic_admin_wr *wr)
 {
@@ -107,10 +99,8 @@ static int fake_reset_devcmd(struct ionic_ibdev *dev)
 	struct ionic_fw *fw = test->priv;
 
 	KUNIT_EXPECT_PTR_EQ(test, dev, fw->dev);
-	fw->resets++;
-	ib_kunit_mr_last_resort_seen(test);
 	/* The core unmaps after the revoke callback returns */
-	fw->mapped_at_reset = mr_mapped(fw);
+	ib_kunit_mr_last_resort_seen(test);
 	return 0;
 }
 
@@ -198,15 +188,6 @@ static struct ib_pd *fake_pd(struct kunit *test, struct ionic_fw *fw)
 #define MR_ACCESS (IB_ACCESS_LOCAL_WRITE | IB_ACCESS_REMOTE_READ | \
 		   IB_ACCESS_REMOTE_WRITE)
 
-/* Deregister at the end of a case that did not */
-static void dereg_action(void *data)
-{
-	struct ionic_mr *mr = data;
-
-	KUNIT_EXPECT_EQ(kunit_get_current_test(),
-			ionic_dereg_mr(&mr->ibmr, NULL), 0);
-}
-
 static struct ib_mr *try_reg(struct kunit *test, int fd)
 {
 	struct ionic_fw *fw = test->priv;
@@ -221,39 +202,34 @@ static struct ib_mr *try_reg(struct kunit *test, int fd)
 	if (IS_ERR(ibmr))
 		return ibmr;
 	ibmr->pd = pd;
-	fw->mr = container_of(ibmr, struct ionic_mr, ibmr);
-	KUNIT_ASSERT_EQ(test, kunit_add_action_or_reset(test, dereg_action,
-							fw->mr), 0);
 	return ibmr;
 }
 
+/* Registered, and deregistered at the end of the case unless it was */
 static struct ionic_mr *reg_dmabuf_mr(struct kunit *test, int fd)
 {
 	struct ib_mr *ibmr = try_reg(test, fd);
 
 	KUNIT_ASSERT_FALSE_MSG(test, IS_ERR(ibmr), "reg: %pe", ibmr);
+	ib_kunit_mr_track(test, ibmr);
 	return container_of(ibmr, struct ionic_mr, ibmr);
-}
-
-/* ionic_dereg_mr(), which may fail: the MR then stays for the end */
-static int try_dereg(struct kunit *test, struct ib_mr *ibmr)
-{
-	struct ionic_mr *mr = container_of(ibmr, struct ionic_mr, ibmr);
-	struct ionic_fw *fw = test->priv;
-	int ret = ionic_dereg_mr(ibmr, NULL);
-
-	if (!ret) {
-		kunit_remove_action(test, dereg_action, mr);
-		if (fw->mr == mr)
-			fw->mr = NULL;
-	}
-	return ret;
 }
 
 /* ionic_dereg_mr(), which must succeed */
 static void dereg(struct kunit *test, struct ionic_mr *mr)
 {
-	KUNIT_EXPECT_EQ(test, try_dereg(test, &mr->ibmr), 0);
+	KUNIT_EXPECT_EQ(test, ib_kunit_mr_dereg(test, &mr->ibmr), 0);
+}
+
+/* A registration that is expected to fail with @err */
+static void reg_dmabuf_mr_fails(struct kunit *test, int fd, int err)
+{
+	struct ib_mr *ibmr = try_reg(test, fd);
+
+	KUNIT_EXPECT_EQ(test, PTR_ERR_OR_ZERO(ibmr), err);
+	/* Not to leave it registered */
+	if (!IS_ERR(ibmr))
+		ib_kunit_mr_track(test, ibmr);
 }
 
 static struct ib_umem *mr_umem(struct ib_mr *ibmr)
@@ -291,7 +267,7 @@ static bool key_in_use(struct kunit *test, u64 key)
 static const struct ib_kunit_mr_ops ionic_mr_ops = {
 	.mr_bytes = MR_BYTES,
 	.try_reg = try_reg,
-	.dereg = try_dereg,
+	.dereg = ionic_dereg_mr,
 	.umem = mr_umem,
 	.fence_key = mr_fence_key,
 	.answer_fence = answer_fence,
@@ -314,7 +290,7 @@ static void test_reg_refused_without_destroy(struct kunit *test)
 
 	fd = ib_kunit_mock_fd(test, MR_BYTES, 0, &dmabuf);
 	fw->dev->lif_cfg.admin_opcodes = IONIC_V1_ADMIN_DESTROY_MR;
-	KUNIT_EXPECT_EQ(test, PTR_ERR_OR_ZERO(try_reg(test, fd)), -EOPNOTSUPP);
+	reg_dmabuf_mr_fails(test, fd, -EOPNOTSUPP);
 	KUNIT_EXPECT_EQ(test, fw->create_mrs, 0);
 	ib_kunit_expect_mock(test, dmabuf, 0, 0, 0);
 }
@@ -332,11 +308,11 @@ static void test_revoke_after_reset(struct kunit *test)
 
 	mr = reg_dmabuf_mr(test, ib_kunit_mock_fd(test, MR_BYTES, 0, &dmabuf));
 	ionic_kill_rdma_admin(fw->dev, false);
-	KUNIT_EXPECT_EQ(test, fw->resets, 1);
+	KUNIT_EXPECT_EQ(test, fw->fx.last_resorts, 1);
 	KUNIT_ASSERT_EQ(test, ib_kunit_mock_revoke(dmabuf), 0);
 	KUNIT_EXPECT_EQ(test, fw->destroy_mrs, 0);
 	KUNIT_EXPECT_EQ(test, fw->killed_cmds, 1);
-	KUNIT_EXPECT_EQ(test, fw->resets, 1);
+	KUNIT_EXPECT_EQ(test, fw->fx.last_resorts, 1);
 	KUNIT_EXPECT_EQ(test, fatal_events(fw), 0);
 	ib_kunit_expect_mock(test, dmabuf, 1, 0, 0);
 	dereg(test, mr);

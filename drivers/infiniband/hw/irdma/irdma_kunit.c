@@ -231,41 +231,12 @@ static int irdma_fw_init(struct kunit *test)
 #define MR_ACCESS (IB_ACCESS_LOCAL_WRITE | IB_ACCESS_REMOTE_READ | \
 		   IB_ACCESS_REMOTE_WRITE)
 
-/* The scenarios' MR, if they did not deregister it */
-static void dereg_action(void *data)
-{
-	KUNIT_EXPECT_EQ(kunit_get_current_test(), irdma_dereg_mr(data, NULL),
-			0);
-}
-
 static struct ib_mr *try_reg(struct kunit *test, int fd)
 {
 	struct irdma_fw *fw = test->priv;
-	struct ib_mr *ibmr;
-	int ret;
 
-	ibmr = irdma_reg_user_mr_dmabuf(&fw->pd.ibpd, 0, MR_BYTES, MR_IOVA, fd,
+	return irdma_reg_user_mr_dmabuf(&fw->pd.ibpd, 0, MR_BYTES, MR_IOVA, fd,
 					MR_ACCESS, NULL, NULL);
-	if (IS_ERR(ibmr))
-		return ibmr;
-	/* For the reset stub, also in the cases of this suite */
-	fw->fx.mr = ibmr;
-	ret = kunit_add_action_or_reset(test, dereg_action, ibmr);
-	KUNIT_ASSERT_EQ(test, ret, 0);
-	return ibmr;
-}
-
-static int try_dereg(struct kunit *test, struct ib_mr *ibmr)
-{
-	struct irdma_fw *fw = test->priv;
-	int ret = irdma_dereg_mr(ibmr, NULL);
-
-	if (!ret) {
-		kunit_remove_action(test, dereg_action, ibmr);
-		if (fw->fx.mr == ibmr)
-			fw->fx.mr = NULL;
-	}
-	return ret;
 }
 
 static struct ib_umem *mr_umem(struct ib_mr *ibmr)
@@ -323,7 +294,7 @@ static bool key_in_use(struct kunit *test, u64 key)
 static const struct ib_kunit_mr_ops irdma_mr_ops = {
 	.mr_bytes = MR_BYTES,
 	.try_reg = try_reg,
-	.dereg = try_dereg,
+	.dereg = irdma_dereg_mr,
 	.umem = mr_umem,
 	.fence_key = mr_fence_key,
 	.answer_fence = answer_fence,
@@ -341,6 +312,7 @@ static struct irdma_mr *reg_dmabuf_mr(struct kunit *test,
 
 	ibmr = try_reg(test, ib_kunit_mock_fd(test, MR_BYTES, 0, dmabuf));
 	KUNIT_ASSERT_FALSE_MSG(test, IS_ERR(ibmr), "reg: %pe", ibmr);
+	ib_kunit_mr_track(test, ibmr);
 	return to_iwmr(ibmr);
 }
 
@@ -360,7 +332,7 @@ static void test_dereg_refused_eio_keeps_mr(struct kunit *test)
 	idx = stag_index(fw, mr->ibmr.rkey);
 	answer_dealloc(fw, true, CQP_MAJ_ERR, 0);
 	/* A dereg that went on freed the MR: nothing more to look at */
-	KUNIT_ASSERT_EQ(test, try_dereg(test, &mr->ibmr), -EIO);
+	KUNIT_ASSERT_EQ(test, ib_kunit_mr_dereg(test, &mr->ibmr), -EIO);
 	KUNIT_EXPECT_EQ(test, fw->deallocs, 1);
 	KUNIT_EXPECT_EQ(test, fw->fx.last_resorts, 0);
 	KUNIT_EXPECT_FALSE(test, fw->rf->reset);
@@ -373,7 +345,7 @@ static void test_dereg_refused_eio_keeps_mr(struct kunit *test)
 	KUNIT_EXPECT_EQ(test, fw->deallocs, 2);
 	KUNIT_EXPECT_EQ(test, fw->fx.last_resorts, 0);
 	ib_kunit_expect_mock(test, dmabuf, 1, 0, 0);
-	KUNIT_EXPECT_EQ(test, try_dereg(test, &mr->ibmr), 0);
+	KUNIT_EXPECT_EQ(test, ib_kunit_mr_dereg(test, &mr->ibmr), 0);
 	KUNIT_EXPECT_EQ(test, fw->deallocs, 2);
 	KUNIT_EXPECT_FALSE(test, test_bit(idx, fw->rf->allocated_mrs));
 	ib_kunit_expect_mock(test, dmabuf, 0, 0, 0);
@@ -396,7 +368,7 @@ static void test_dereg_reset_status(struct kunit *test)
 	mr = reg_dmabuf_mr(test, &dmabuf);
 	idx = stag_index(fw, mr->ibmr.rkey);
 	answer_dealloc(fw, true, CQP_MAJ_NONCRIT, CQP_MIN_RESET);
-	KUNIT_EXPECT_EQ(test, try_dereg(test, &mr->ibmr), 0);
+	KUNIT_EXPECT_EQ(test, ib_kunit_mr_dereg(test, &mr->ibmr), 0);
 	KUNIT_EXPECT_EQ(test, fw->deallocs, 1);
 	KUNIT_EXPECT_EQ(test, fw->fx.last_resorts, 1);
 	KUNIT_EXPECT_TRUE(test, fw->fx.mapped_at_last_resort);

@@ -477,23 +477,10 @@ static struct mana_ib_pd *mana_pd_of(struct ib_pd *ibpd)
 #define MR_ACCESS (IB_ACCESS_LOCAL_WRITE | IB_ACCESS_REMOTE_READ | \
 		   IB_ACCESS_REMOTE_WRITE)
 
-/* Deregister at the end of a case that did not */
-static void dereg_action(void *data)
-{
-	struct mana_ib_mr *mr = data;
-
-	mana_ib_dereg_mr(&mr->ibmr, NULL);
-}
-
-/*
- * A dma-buf MR in @pd, deregistered at the end of the case unless it was,
- * or the registration's error
- */
+/* A dma-buf MR in @pd, or the registration's error */
 static struct ib_mr *reg_in(struct kunit *test, struct ib_pd *pd, int fd)
 {
-	struct mana_fw *fw = test->priv;
 	struct uverbs_attr_bundle *attrs;
-	struct mana_ib_mr *mr;
 	struct ib_mr *ibmr;
 
 	attrs = kunit_kzalloc(test, sizeof(*attrs), GFP_KERNEL);
@@ -503,31 +490,24 @@ static struct ib_mr *reg_in(struct kunit *test, struct ib_pd *pd, int fd)
 	if (IS_ERR(ibmr))
 		return ibmr;
 	ibmr->pd = pd;
-	/* For the stop stub, also in the cases of this suite */
-	fw->fx.mr = ibmr;
-	mr = container_of(ibmr, struct mana_ib_mr, ibmr);
-	KUNIT_ASSERT_EQ(test, kunit_add_action_or_reset(test, dereg_action, mr),
-			0);
 	return ibmr;
 }
 
+/* Registered, and deregistered at the end of the case unless it was */
 static struct mana_ib_mr *reg_dmabuf_mr(struct kunit *test, struct ib_pd *pd,
 					int fd)
 {
 	struct ib_mr *ibmr = reg_in(test, pd, fd);
 
 	KUNIT_ASSERT_FALSE_MSG(test, IS_ERR(ibmr), "reg: %pe", ibmr);
+	ib_kunit_mr_track(test, ibmr);
 	return container_of(ibmr, struct mana_ib_mr, ibmr);
 }
 
+/* mana_ib_dereg_mr(), which must succeed */
 static void dereg(struct kunit *test, struct mana_ib_mr *mr)
 {
-	struct mana_fw *fw = test->priv;
-
-	/* Runs mana_ib_dereg_mr(); its result is checked by the counts */
-	kunit_release_action(test, dereg_action, mr);
-	if (fw->fx.mr == &mr->ibmr)
-		fw->fx.mr = NULL;
+	KUNIT_EXPECT_EQ(test, ib_kunit_mr_dereg(test, &mr->ibmr), 0);
 }
 
 static struct ib_mr *try_reg(struct kunit *test, int fd)
@@ -535,19 +515,16 @@ static struct ib_mr *try_reg(struct kunit *test, int fd)
 	return reg_in(test, fake_pd(test, test->priv), fd);
 }
 
-/* mana_ib_dereg_mr(), which may fail: the MR then stays for the end */
-static int try_dereg(struct kunit *test, struct ib_mr *ibmr)
+/* A dma-buf MR registration that is expected to fail with @err */
+static void reg_dmabuf_mr_fails(struct kunit *test, struct ib_pd *pd,
+				int fd, int err)
 {
-	struct mana_ib_mr *mr = container_of(ibmr, struct mana_ib_mr, ibmr);
-	struct mana_fw *fw = test->priv;
-	int ret = mana_ib_dereg_mr(ibmr, NULL);
+	struct ib_mr *ibmr = reg_in(test, pd, fd);
 
-	if (!ret) {
-		kunit_remove_action(test, dereg_action, mr);
-		if (fw->fx.mr == ibmr)
-			fw->fx.mr = NULL;
-	}
-	return ret;
+	KUNIT_EXPECT_EQ(test, PTR_ERR_OR_ZERO(ibmr), err);
+	/* Not to leave it registered */
+	if (!IS_ERR(ibmr))
+		ib_kunit_mr_track(test, ibmr);
 }
 
 static struct ib_umem *mr_umem(struct ib_mr *ibmr)
@@ -580,7 +557,7 @@ static void fail_reg(struct kunit *test)
 static const struct ib_kunit_mr_ops mana_mr_ops = {
 	.mr_bytes = MR_BYTES,
 	.try_reg = try_reg,
-	.dereg = try_dereg,
+	.dereg = mana_ib_dereg_mr,
 	.umem = mr_umem,
 	.fence_key = mr_fence_key,
 	.answer_fence = answer_fence,
@@ -606,7 +583,7 @@ static void test_slow_fence_after_timeout(struct kunit *test)
 
 	fd = ib_kunit_mock_fd(test, MR_BYTES, 0, &dmabuf);
 	fw->create_mr_err = -ETIMEDOUT;
-	KUNIT_EXPECT_EQ(test, PTR_ERR_OR_ZERO(try_reg(test, fd)), -ETIMEDOUT);
+	reg_dmabuf_mr_fails(test, fake_pd(test, fw), fd, -ETIMEDOUT);
 	KUNIT_EXPECT_EQ(test, fw->hwc->hwc_timeout, 1);
 	fw->create_mr_err = 0;
 	mr = reg_dmabuf_mr(test, fake_pd(test, fw), fd);
@@ -771,21 +748,13 @@ static void test_reg_fails(struct kunit *test)
 
 	fd = ib_kunit_mock_fd(test, MR_BYTES, 0, &dmabuf);
 	fw->create_mr_err = -EPROTO;
-	KUNIT_EXPECT_EQ(test, PTR_ERR_OR_ZERO(try_reg(test, fd)), -EPROTO);
+	reg_dmabuf_mr_fails(test, fake_pd(test, fw), fd, -EPROTO);
 	KUNIT_EXPECT_EQ(test, fw->create_regions, 1);
 	KUNIT_EXPECT_EQ(test, fw->destroy_regions, 1);
 	KUNIT_EXPECT_EQ(test, fw->destroy_mrs, 0);
 	ib_kunit_expect_mock(test, dmabuf, 0, 0, 0);
 	KUNIT_ASSERT_EQ(test, ib_kunit_mock_revoke(dmabuf), 0);
 	KUNIT_EXPECT_EQ(test, fw->destroy_mrs, 0);
-}
-
-/* A dma-buf MR registration that is expected to fail with @err */
-static void reg_dmabuf_mr_fails(struct kunit *test, struct ib_pd *pd,
-				int fd, int err)
-{
-	/* One that succeeds is deregistered at the end of the case */
-	KUNIT_EXPECT_EQ(test, PTR_ERR_OR_ZERO(reg_in(test, pd, fd)), err);
 }
 
 /* An MW of @pd and @type, or NULL with the error in @err */
