@@ -116,6 +116,8 @@ void ib_kunit_mr_init(struct kunit *test, struct ib_kunit_mr_fixture *fx,
 		      struct ib_device *ibdev);
 void ib_kunit_mr_track(struct kunit *test, struct ib_mr *mr);
 int ib_kunit_mr_dereg(struct kunit *test, struct ib_mr *mr);
+void ib_kunit_mr_expect_reg_error(struct kunit *test, struct ib_mr *mr,
+				  int err);
 void ib_kunit_mr_fence_seen(struct kunit *test, u64 key);
 void ib_kunit_mr_last_resort_seen(struct kunit *test);
 

@@ -97,6 +97,24 @@ int ib_kunit_mr_dereg(struct kunit *test, struct ib_mr *mr)
 EXPORT_SYMBOL_GPL(ib_kunit_mr_dereg);
 
 /**
+ * ib_kunit_mr_expect_reg_error() - A registration was to fail
+ * @test: the case
+ * @mr: what the driver's registration verb returned
+ * @err: the errno it was to fail with
+ *
+ * An MR that was registered all the same is tracked, so that the case's
+ * end deregisters it.
+ */
+void ib_kunit_mr_expect_reg_error(struct kunit *test, struct ib_mr *mr,
+				  int err)
+{
+	KUNIT_EXPECT_EQ(test, PTR_ERR_OR_ZERO(mr), err);
+	if (!IS_ERR(mr))
+		ib_kunit_mr_track(test, mr);
+}
+EXPORT_SYMBOL_GPL(ib_kunit_mr_expect_reg_error);
+
+/**
  * ib_kunit_mr_fence_seen() - A fence command reached the stubbed device
  * @test: the case
  * @key: the key it names
@@ -394,9 +412,7 @@ void ib_kunit_mr_reg_fails(struct kunit *test)
 	fd = ib_kunit_mock_fd(test, fx->ops->mr_bytes, 0, &dmabuf);
 	fx->ops->fail_reg(test);
 	mr = fx->ops->try_reg(test, fd);
-	if (!IS_ERR(mr))
-		ib_kunit_mr_track(test, mr);
-	KUNIT_EXPECT_EQ(test, PTR_ERR_OR_ZERO(mr), fx->ops->reg_fails_errno);
+	ib_kunit_mr_expect_reg_error(test, mr, fx->ops->reg_fails_errno);
 	ib_kunit_expect_mock(test, dmabuf, 0, 0, 0);
 	fences = fx->fences;
 	KUNIT_ASSERT_EQ(test, ib_kunit_mock_revoke(dmabuf), 0);

@@ -221,17 +221,6 @@ static void dereg(struct kunit *test, struct ionic_mr *mr)
 	KUNIT_EXPECT_EQ(test, ib_kunit_mr_dereg(test, &mr->ibmr), 0);
 }
 
-/* A registration that is expected to fail with @err */
-static void reg_dmabuf_mr_fails(struct kunit *test, int fd, int err)
-{
-	struct ib_mr *ibmr = try_reg(test, fd);
-
-	KUNIT_EXPECT_EQ(test, PTR_ERR_OR_ZERO(ibmr), err);
-	/* Not to leave it registered */
-	if (!IS_ERR(ibmr))
-		ib_kunit_mr_track(test, ibmr);
-}
-
 static struct ib_umem *mr_umem(struct ib_mr *ibmr)
 {
 	return container_of(ibmr, struct ionic_mr, ibmr)->umem;
@@ -290,7 +279,7 @@ static void test_reg_refused_without_destroy(struct kunit *test)
 
 	fd = ib_kunit_mock_fd(test, MR_BYTES, 0, &dmabuf);
 	fw->dev->lif_cfg.admin_opcodes = IONIC_V1_ADMIN_DESTROY_MR;
-	reg_dmabuf_mr_fails(test, fd, -EOPNOTSUPP);
+	ib_kunit_mr_expect_reg_error(test, try_reg(test, fd), -EOPNOTSUPP);
 	KUNIT_EXPECT_EQ(test, fw->create_mrs, 0);
 	ib_kunit_expect_mock(test, dmabuf, 0, 0, 0);
 }

@@ -519,12 +519,7 @@ static struct ib_mr *try_reg(struct kunit *test, int fd)
 static void reg_dmabuf_mr_fails(struct kunit *test, struct ib_pd *pd,
 				int fd, int err)
 {
-	struct ib_mr *ibmr = reg_in(test, pd, fd);
-
-	KUNIT_EXPECT_EQ(test, PTR_ERR_OR_ZERO(ibmr), err);
-	/* Not to leave it registered */
-	if (!IS_ERR(ibmr))
-		ib_kunit_mr_track(test, ibmr);
+	ib_kunit_mr_expect_reg_error(test, reg_in(test, pd, fd), err);
 }
 
 static struct ib_umem *mr_umem(struct ib_mr *ibmr)
